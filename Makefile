@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh machine:  `make demo`  and  `make test`.
+# TORCH_SPEC picks the torch build. The default pins the release whose CPU wheel lies on
+# these development machines' disk (an unpinned torch would pull a multi-GB CUDA build);
+# with a GPU, run e.g.  make demo TORCH_SPEC=torch  or install torch yourself first.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[dev,reference]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/bayesalign demo
+
+test: $(STAMP)
+	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python benchmarks/run_all.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check bayesalign tests experiments benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

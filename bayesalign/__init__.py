@@ -1,0 +1,11 @@
+"""bayesalign: Bayesian alignment of datasets that describe the same things with different features.
+
+>>> import bayesalign as ba
+>>> problem = ba.datasets.mad_toy("linear_shared", seed=0)  # doctest: +SKIP
+"""
+
+from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding, Views
+
+__version__ = "0.1.0"
+
+__all__ = ["Alignment", "AlignmentProblem", "Correspondence", "LatentEmbedding", "Views", "__version__"]

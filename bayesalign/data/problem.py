@@ -1,0 +1,196 @@
+"""``AlignmentProblem``: views, known anchor pairs and (for evaluation only) the truth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from .._utils import as_rng
+from .correspondence import Correspondence, _anchor_count
+from .views import Views
+
+
+def _as_correspondences(items, views: Views, what: str) -> dict[tuple[str, str], Correspondence]:
+    if items is None:
+        return {}
+    if isinstance(items, Correspondence):
+        items = [items]
+    elif isinstance(items, Mapping):
+        items = list(items.values())
+    out: dict[tuple[str, str], Correspondence] = {}
+    for corr in items:
+        if not isinstance(corr, Correspondence):
+            raise TypeError(f"{what} must be Correspondence objects, got {type(corr).__name__}")
+        for name in corr.views:
+            if name not in views:
+                raise ValueError(f"{what} name view {name!r}, which does not exist; views are "
+                                 f"{list(views.names)}")
+        a, b = corr.views
+        corr.check_bounds(views.n_samples[a], views.n_samples[b])
+        # store each pair of views once, in the order of the views
+        if views.names.index(a) > views.names.index(b):
+            corr = corr.reversed()
+        key = corr.views
+        out[key] = out[key].concat(corr) if key in out else corr
+    return out
+
+
+class AlignmentProblem:
+    """What every method's ``fit`` accepts: views, anchors, and optionally the truth.
+
+    Parameters
+    ----------
+    views : Views or anything ``Views`` accepts
+    anchors : Correspondence, list of them, or dict, optional
+        Known pairs between views (one Correspondence per pair of views that has any).
+    truth : Correspondence, list or dict, optional
+        The true correspondence; used only by metrics, never by methods.
+    labels : dict view -> 1-D array, optional
+        Class labels per row, for label-transfer metrics and coloured plots.
+    name : str, optional
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(10, 3))
+    >>> problem = AlignmentProblem.paired({"a": X, "b": X @ np.eye(3)[:, ::-1]})
+    >>> half = problem.split_anchors(0.3, seed=0)
+    >>> len(half.anchors_between("a", "b")), half.unaligned("a").size
+    (3, 7)
+    """
+
+    def __init__(self, views, anchors=None, truth=None, labels=None, name: str = ""):
+        self.views = views if isinstance(views, Views) else Views(views)
+        self.anchors = _as_correspondences(anchors, self.views, "anchors")
+        self.truth = _as_correspondences(truth, self.views, "truth")
+        self.labels = {}
+        for view, lab in (labels or {}).items():
+            self.views.name_of(view)
+            lab = np.asarray(lab).copy()
+            if lab.shape != (self.views.n_samples[view],):
+                raise ValueError(f"labels of view {view!r}: expected shape ({self.views.n_samples[view]},), "
+                                 f"got {lab.shape}")
+            lab.setflags(write=False)
+            self.labels[view] = lab
+        self.name = name
+
+    @classmethod
+    def paired(cls, views, labels=None, name: str = "") -> AlignmentProblem:
+        """Fully paired views (row i of every view is the same thing): truth = identity, no anchors."""
+        views = views if isinstance(views, Views) else Views(views)
+        n = views.check_paired()
+        names = views.names
+        truth = [Correspondence.identity(n, (a, b)) for i, a in enumerate(names) for b in names[i + 1:]]
+        if labels is not None and not isinstance(labels, Mapping):
+            labels = {v: labels for v in names}
+        return cls(views, truth=truth, labels=labels, name=name)
+
+    def __repr__(self) -> str:
+        anchors = ", ".join(f"{a}-{b}: {len(c)}" for (a, b), c in self.anchors.items()) or "none"
+        return (f"AlignmentProblem({self.name + ', ' if self.name else ''}{self.views!r}, anchors: {anchors}, "
+                f"truth: {'yes' if self.truth else 'no'})")
+
+    # Queries -----------------------------------------------------------------------------
+    def _between(self, store, a, b, what) -> Correspondence | None:
+        a, b = self.views.name_of(a), self.views.name_of(b)
+        if (a, b) in store:
+            return store[(a, b)]
+        if (b, a) in store:
+            return store[(b, a)].reversed()
+        return None
+
+    def anchors_between(self, a, b) -> Correspondence:
+        """Anchor pairs oriented as (a, b); empty if there are none."""
+        corr = self._between(self.anchors, a, b, "anchors")
+        if corr is None:
+            a, b = self.views.name_of(a), self.views.name_of(b)
+            return Correspondence((a, b), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return corr
+
+    def truth_between(self, a, b) -> Correspondence:
+        """Ground-truth pairs oriented as (a, b); raises if the problem has none for them."""
+        corr = self._between(self.truth, a, b, "truth")
+        if corr is None:
+            raise ValueError(f"this problem has no ground truth between {a!r} and {b!r}")
+        return corr
+
+    @property
+    def has_truth(self) -> bool:
+        return bool(self.truth)
+
+    def anchored(self, view) -> np.ndarray:
+        """Sorted indices of the rows of ``view`` that take part in any anchor pair."""
+        view = self.views.name_of(view)
+        idx = [c.index_a if c.views[0] == view else c.index_b
+               for c in self.anchors.values() if view in c.views]
+        return np.unique(np.concatenate(idx)) if idx else np.zeros(0, np.int64)
+
+    def unaligned(self, view) -> np.ndarray:
+        """Sorted indices of the rows of ``view`` that take part in no anchor pair."""
+        view = self.views.name_of(view)
+        mask = np.ones(self.views.n_samples[view], dtype=bool)
+        mask[self.anchored(view)] = False
+        return np.flatnonzero(mask)
+
+    def replace(self, **changes) -> AlignmentProblem:
+        """A copy with some of views / anchors / truth / labels / name replaced."""
+        kwargs = dict(views=self.views, anchors=list(self.anchors.values()),
+                      truth=list(self.truth.values()), labels=self.labels, name=self.name)
+        kwargs.update(changes)
+        return AlignmentProblem(**kwargs)
+
+    # Helpers for experiments -------------------------------------------------------------
+    def split_anchors(self, n_anchors, seed=None) -> AlignmentProblem:
+        """Turn fully paired views into anchors + held-out rows.
+
+        ``n_anchors`` is a count or a fraction in (0, 1) of the paired rows. The same
+        rows are anchors in every view (an anchor is one thing seen in all views); the
+        truth is kept whole for the metrics, which evaluate on the held-out rows.
+        """
+        n = self.views.check_paired()
+        if self.truth:
+            ident = np.arange(n)
+            for corr in self.truth.values():
+                if len(corr) != n or not (np.array_equal(np.sort(corr.index_a), ident)
+                                          and np.array_equal(corr.index_b[np.argsort(corr.index_a)], ident)):
+                    raise ValueError("split_anchors needs row-i-to-row-i paired views; this problem's truth "
+                                     f"between {corr.views} is not the identity (shuffled already?)")
+        k = _anchor_count(n_anchors, n)
+        if k >= n:
+            raise ValueError(f"split_anchors: {k} anchors leave no held-out rows out of {n}")
+        rows = np.sort(as_rng(seed).permutation(n)[:k])
+        names = self.views.names
+        anchors = [Correspondence((a, b), rows, rows.copy()) for i, a in enumerate(names) for b in names[i + 1:]]
+        truth = list(self.truth.values()) or [Correspondence.identity(n, (a, b))
+                                              for i, a in enumerate(names) for b in names[i + 1:]]
+        return self.replace(anchors=anchors, truth=truth)
+
+    def shuffle_unaligned(self, view=None, seed=None) -> AlignmentProblem:
+        """Permute the held-out (non-anchor) rows of one view (default: the last one).
+
+        Anchors, truth and labels are re-indexed to match, so nothing downstream can
+        find the correspondence from the row order.
+        """
+        view = self.views.name_of(self.views.names[-1] if view is None else view)
+        n = self.views.n_samples[view]
+        held = self.unaligned(view)
+        order = np.arange(n)
+        order[held] = held[as_rng(seed).permutation(held.size)]  # new row k is old row order[k]
+        new_index = np.empty(n, dtype=np.int64)
+        new_index[order] = np.arange(n)  # old row r is now row new_index[r]
+        views = self.views.take({view: order})
+
+        def remap(corrs: Iterable[Correspondence]):
+            out = []
+            for c in corrs:
+                a = new_index[c.index_a] if c.views[0] == view else c.index_a
+                b = new_index[c.index_b] if c.views[1] == view else c.index_b
+                out.append(Correspondence(c.views, a, b, c.weights))
+            return out
+
+        labels = dict(self.labels)
+        if view in labels:
+            labels[view] = labels[view][order]
+        return AlignmentProblem(views, remap(self.anchors.values()), remap(self.truth.values()),
+                                labels, self.name)

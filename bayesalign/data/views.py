@@ -1,0 +1,192 @@
+"""``Views``: two or more named data matrices describing the same kind of things."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+
+def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
+    """Validate one view and return it as a read-only float64 copy of shape (n, p).
+
+    This is the single validation boundary of the package: every estimator that
+    takes raw arrays passes them through here (directly or via ``Views``).
+
+    Raises
+    ------
+    TypeError
+        If the data are not numeric (strings, objects).
+    ValueError
+        If the data are not 2-D, are empty, or contain NaN / inf; the message
+        names the view and the first offending row and column.
+    """
+    if hasattr(data, "to_numpy") and hasattr(data, "columns"):  # pandas DataFrame
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+        non_numeric = [c for c, t in zip(data.columns, data.dtypes)
+                       if not (is_numeric_dtype(t) or is_bool_dtype(t))]
+        if non_numeric:
+            raise TypeError(f"view {name!r}: non-numeric column(s) {non_numeric[:5]}")
+        data = data.to_numpy()
+    try:
+        array = np.asarray(data)
+    except Exception as exc:  # ragged nested lists and the like
+        raise TypeError(f"view {name!r}: cannot be read as a numeric array ({exc})") from None
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise TypeError(f"view {name!r}: expected numeric data, got dtype {array.dtype}")
+    if np.iscomplexobj(array):
+        raise TypeError(f"view {name!r}: complex data are not supported")
+    if array.ndim == 1:
+        raise ValueError(
+            f"view {name!r}: expected a 2-D array (n_samples, n_features), got 1-D of length "
+            f"{array.shape[0]}; use x.reshape(-1, 1) for a single feature"
+        )
+    if array.ndim != 2:
+        raise ValueError(f"view {name!r}: expected a 2-D array, got {array.ndim}-D of shape {array.shape}")
+    if array.shape[0] < min_rows or array.shape[1] == 0:
+        raise ValueError(f"view {name!r}: empty (shape {array.shape}); need at least {min_rows} row(s) "
+                         "and 1 column")
+    array = np.array(array, dtype=np.float64, copy=True)
+    finite = np.isfinite(array)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        count = int((~finite).sum())
+        raise ValueError(
+            f"view {name!r}: non-finite value {array[row, col]} at row {row}, column {col} "
+            f"({count} non-finite value(s) in all)"
+        )
+    array.setflags(write=False)
+    return array
+
+
+class Views(Mapping):
+    """An ordered, named collection of two or more views.
+
+    View ``v`` is a float64 matrix of shape ``(n_v, p_v)``; the numbers of rows
+    and of columns may differ between views. The data are validated once here
+    (finite, numeric, 2-D, non-empty) and copied, so the caller's arrays are
+    never modified and the stored arrays are read-only.
+
+    Parameters
+    ----------
+    data : dict, list or tuple of array-likes (numpy arrays, pandas DataFrames), or Views
+        A dict gives the names; a sequence is named ``"view0", "view1", ...``
+        unless ``names`` is given.
+    names : sequence of str, optional
+        Names for a sequence of views.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> views = Views({"en": np.zeros((3, 2)), "it": np.ones((4, 5))})
+    >>> views.names, views.n_samples, views.n_features
+    (('en', 'it'), {'en': 3, 'it': 4}, {'en': 2, 'it': 5})
+    >>> Views([np.zeros((2, 2))])
+    Traceback (most recent call last):
+    ...
+    ValueError: Views needs at least 2 views, got 1
+    """
+
+    def __init__(self, data, names: Sequence[str] | None = None):
+        if isinstance(data, Views):
+            items = list(data.items())
+            if names is not None:
+                items = list(zip(self._check_names(names, len(items)), (a for _, a in items)))
+        elif isinstance(data, Mapping):
+            if names is not None:
+                raise ValueError("names= is only for a list of views; a dict already names them")
+            items = list(data.items())
+        elif isinstance(data, (list, tuple)):
+            names = self._check_names(names, len(data)) if names is not None else \
+                [f"view{i}" for i in range(len(data))]
+            items = list(zip(names, data))
+        else:
+            raise TypeError(f"Views expects a dict or list of 2-D arrays, got {type(data).__name__}")
+        if len(items) < 2:
+            raise ValueError(f"Views needs at least 2 views, got {len(items)}")
+        seen = set()
+        for name, _ in items:
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"view names must be non-empty strings, got {name!r}")
+            if name in seen:
+                raise ValueError(f"duplicate view name {name!r}")
+            seen.add(name)
+        self._arrays = {name: (array if isinstance(data, Views) else check_view(array, name))
+                        for name, array in items}
+
+    @staticmethod
+    def _check_names(names, count):
+        names = list(names)
+        if len(names) != count:
+            raise ValueError(f"got {len(names)} names for {count} views")
+        return names
+
+    # Mapping interface -------------------------------------------------------------------
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, (int, np.integer)):
+            return self._arrays[self.names[key]]
+        try:
+            return self._arrays[key]
+        except KeyError:
+            raise KeyError(f"no view named {key!r}; views are {list(self._arrays)}") from None
+
+    def __iter__(self):
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k!r}: {v.shape[0]}x{v.shape[1]}" for k, v in self._arrays.items())
+        return f"Views({{{shapes}}})"
+
+    # Properties --------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._arrays)
+
+    @property
+    def n_samples(self) -> dict[str, int]:
+        return {k: v.shape[0] for k, v in self._arrays.items()}
+
+    @property
+    def n_features(self) -> dict[str, int]:
+        return {k: v.shape[1] for k, v in self._arrays.items()}
+
+    @property
+    def is_paired(self) -> bool:
+        """True when every view has the same number of rows."""
+        return len(set(self.n_samples.values())) == 1
+
+    def name_of(self, key) -> str:
+        """The name of a view given by name or position; raises a clear error otherwise."""
+        if isinstance(key, (int, np.integer)):
+            if not -len(self) <= key < len(self):
+                raise IndexError(f"view index {key} out of range for {len(self)} views")
+            return self.names[key]
+        if key not in self._arrays:
+            raise KeyError(f"no view named {key!r}; views are {list(self._arrays)}")
+        return key
+
+    def check_paired(self) -> int:
+        """Return the common number of rows, or raise naming the views that differ."""
+        sizes = self.n_samples
+        if not self.is_paired:
+            raise ValueError(f"views must have the same number of rows (paired data); got {sizes}")
+        return next(iter(sizes.values()))
+
+    def take(self, rows: Mapping[str, np.ndarray]) -> Views:
+        """New Views with the given rows of each view (views not named are kept whole)."""
+        out = {}
+        for name, array in self._arrays.items():
+            sub = array if name not in rows else array[np.asarray(rows[name], dtype=np.int64)]
+            sub = np.ascontiguousarray(sub)
+            sub.setflags(write=False)
+            out[name] = sub
+        new = object.__new__(Views)
+        new._arrays = out
+        for name, sub in out.items():
+            if sub.shape[0] == 0:
+                raise ValueError(f"view {name!r}: selection leaves no rows")
+        return new
