@@ -1,0 +1,332 @@
+"""Kernels of the Bayesian core: construction, ARD relevance, and the decomposition used by the psi-statistics.
+
+The Bayesian GP-LVM and MRD (Titsias & Lawrence 2010; Damianou, Ek, Titsias & Lawrence 2012) use
+ARD kernels whose per-dimension weights switch latent dimensions on or off. The kernels are GPyTorch
+modules (positivity constraints, optional priors); this module builds them (:func:`make_kernel`),
+reads their per-dimension relevance (:func:`ard_relevance`) and splits a sum of kernels into the
+terms whose expectations :mod:`bayesalign.gp.psi` knows in closed form.
+
+GPyTorch has no "white" kernel (noise on the diagonal only), which the GP-LVM uses to keep
+``K_uu`` well conditioned; :class:`WhiteKernel` is that kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from gpytorch.constraints import Positive
+from gpytorch.kernels import (
+    AdditiveKernel,
+    ConstantKernel,
+    Kernel,
+    LinearKernel,
+    MaternKernel,
+    RBFKernel,
+    ScaleKernel,
+)
+from torch import Tensor
+
+__all__ = ["WhiteKernel", "make_kernel", "ard_relevance"]
+
+
+class WhiteKernel(Kernel):
+    r"""White-noise kernel :math:`k(x, x') = \sigma^2 [x = x']`, noise-free everywhere but the diagonal.
+
+    Its expectations under a continuous :math:`q(x)` are ``psi0 = N sigma^2``, ``psi1 = 0``,
+    ``psi2 = 0``: it only adds jitter to ``K_uu`` (the inducing inputs coincide with themselves).
+
+    Parameters
+    ----------
+    variance_prior : gpytorch.priors.Prior, optional
+    variance_constraint : gpytorch.constraints.Interval, optional
+        Defaults to ``Positive()``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> k = WhiteKernel()
+    >>> k.variance = 0.5
+    >>> x = torch.tensor([[0.0], [1.0]])
+    >>> k(x, x).to_dense()
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.5000]], grad_fn=<MulBackward0>)
+    """
+
+    def __init__(self, variance_prior=None, variance_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self.register_parameter("raw_variance", torch.nn.Parameter(torch.zeros(*self.batch_shape, 1)))
+        self.register_constraint("raw_variance", Positive() if variance_constraint is None else variance_constraint)
+        if variance_prior is not None:
+            self.register_prior(
+                "variance_prior", variance_prior, lambda m: m.variance, lambda m, v: m._set_variance(v)
+            )
+
+    @property
+    def variance(self) -> Tensor:
+        return self.raw_variance_constraint.transform(self.raw_variance)
+
+    @variance.setter
+    def variance(self, value) -> None:
+        self._set_variance(value)
+
+    def _set_variance(self, value) -> None:
+        value = torch.as_tensor(value, dtype=self.raw_variance.dtype, device=self.raw_variance.device)
+        self.initialize(raw_variance=self.raw_variance_constraint.inverse_transform(value.expand_as(self.raw_variance)))
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:
+        variance = self.variance  # [*batch, 1]
+        if diag:
+            same = (x1 == x2).all(-1)  # [.., n]
+            return variance * same.to(variance.dtype)
+        same = (x1.unsqueeze(-2) == x2.unsqueeze(-3)).all(-1)  # [.., n1, n2]
+        return variance.unsqueeze(-1) * same.to(variance.dtype)
+
+
+_COMPONENTS = ("rbf", "linear", "bias", "white", "matern12", "matern32", "matern52")
+
+
+def make_kernel(
+    name: str = "rbf",
+    input_dim: int = 1,
+    *,
+    ard: bool = True,
+    bias: bool = False,
+    white: bool = False,
+    lengthscale: float = 1.0,
+    variance: float = 1.0,
+    bias_variance: float = 1e-2,
+    white_variance: float = 1e-6,
+    lengthscale_prior=None,
+    variance_prior=None,
+    dtype: torch.dtype = torch.float64,
+) -> Kernel:
+    r"""Build a constrained GPyTorch kernel for a GP-LVM on ``input_dim`` latent dimensions.
+
+    ``name`` is a ``"+"``-separated sum of components: ``"rbf"`` (``ScaleKernel(RBFKernel)``,
+    :math:`\sigma^2 \exp(-\sum_q (x_q - x'_q)^2 / 2 l_q^2)`), ``"linear"`` (``LinearKernel`` with one
+    variance per dimension when ``ard``: :math:`\sum_q a_q x_q x'_q`), ``"bias"`` (``ConstantKernel``),
+    ``"white"`` (:class:`WhiteKernel`) and ``"matern12" / "matern32" / "matern52"`` (ScaleKernel over
+    an ARD Matern kernel; its psi-statistics use quadrature). All parameters are positive through
+    GPyTorch's ``Positive`` (softplus) constraint.
+
+    Parameters
+    ----------
+    name : str
+        e.g. ``"rbf"``, ``"linear"``, ``"rbf+linear"``, ``"rbf+bias+white"``.
+    input_dim : int
+        Latent dimensionality Q.
+    ard : bool
+        One lengthscale (RBF, Matern) / variance (linear) per dimension; otherwise a shared one.
+    bias, white : bool
+        Add a bias / white term (same as adding ``"+bias"`` / ``"+white"`` to ``name``).
+    lengthscale, variance : float
+        Initial lengthscale(s) and signal variance (RBF / Matern outputscale, linear ARD variances).
+    bias_variance, white_variance : float
+        Initial variances of the bias and white terms.
+    lengthscale_prior, variance_prior : gpytorch.priors.Prior, optional
+        Priors on the RBF / Matern lengthscales and the signal variances.
+    dtype : torch.dtype
+        dtype of the parameters (float64 by default, as the rest of the Bayesian core).
+
+    Returns
+    -------
+    gpytorch.kernels.Kernel
+        The single component, or an ``AdditiveKernel`` of them.
+
+    Examples
+    --------
+    >>> k = make_kernel("rbf+linear", input_dim=3, bias=True, lengthscale=2.0)
+    >>> [type(c).__name__ for c in k.kernels]
+    ['ScaleKernel', 'LinearKernel', 'ConstantKernel']
+    >>> ard_relevance(k)  # RBF 1/2^2 + linear 1 per dimension; the bias has no dimension
+    tensor([1.2500, 1.2500, 1.2500], dtype=torch.float64, grad_fn=<AddBackward0>)
+    """
+    if not isinstance(input_dim, int) or input_dim < 1:
+        raise ValueError(f"input_dim must be a positive int, got {input_dim!r}")
+    parts = [p.strip().lower() for p in str(name).split("+") if p.strip()]
+    parts += [p for p, on in (("bias", bias), ("white", white)) if on and p not in parts]
+    unknown = [p for p in parts if p not in _COMPONENTS]
+    if not parts or unknown:
+        raise ValueError(f"unknown kernel component(s) {unknown or name!r}; choose from {_COMPONENTS}")
+    if lengthscale <= 0 or variance <= 0 or bias_variance <= 0 or white_variance <= 0:
+        raise ValueError("lengthscale and variances must be positive")
+    n_ard = input_dim if ard else None
+
+    def value(x):  # set parameters from tensors of the final dtype (a python float goes through float32)
+        return torch.tensor(float(x), dtype=dtype)
+
+    kernels = []
+    for part in parts:
+        if part == "rbf" or part.startswith("matern"):
+            if part == "rbf":
+                base = RBFKernel(ard_num_dims=n_ard, lengthscale_prior=lengthscale_prior)
+            else:
+                base = MaternKernel(nu=int(part[-2]) / 2, ard_num_dims=n_ard, lengthscale_prior=lengthscale_prior)
+            kern = ScaleKernel(base, outputscale_prior=variance_prior).to(dtype)
+            kern.base_kernel.lengthscale = value(lengthscale)
+            kern.outputscale = value(variance)
+        elif part == "linear":
+            kern = LinearKernel(ard_num_dims=n_ard, variance_prior=variance_prior).to(dtype)
+            kern.variance = value(variance)
+        elif part == "bias":
+            kern = ConstantKernel().to(dtype)
+            kern.constant = value(bias_variance).reshape(1)
+        else:
+            kern = WhiteKernel().to(dtype)
+            kern.variance = value(white_variance)
+        kernels.append(kern)
+    kernel = kernels[0] if len(kernels) == 1 else AdditiveKernel(*kernels)
+    return kernel.to(dtype)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Decomposition of a kernel into terms with known expectations (used by bayesalign.gp.psi)
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One summand ``scale * leaf(x[:, dims], x'[:, dims])`` of a kernel.
+
+    ``kind`` is ``"rbf"``, ``"linear"``, ``"bias"``, ``"white"`` or ``"other"`` (no closed form);
+    ``scales`` are the ScaleKernels on the path to the leaf; ``dims`` the columns of the full input
+    the leaf sees (``None``: all), after every ``active_dims`` on the path.
+    """
+
+    kind: str
+    leaf: Kernel
+    scales: tuple
+    dims: tuple | None
+
+    def scale(self, like: Tensor) -> Tensor:
+        """Product of the outputscales on the path (a scalar on ``like``'s dtype/device)."""
+        out = torch.ones((), dtype=like.dtype, device=like.device)
+        for sk in self.scales:
+            out = out * sk.outputscale.to(like).reshape(())
+        return out
+
+    def columns(self, input_dim: int) -> Tensor:
+        """The input columns of this term as a long tensor (validated against ``input_dim``)."""
+        if self.dims is None:
+            return torch.arange(input_dim)
+        cols = torch.tensor(self.dims, dtype=torch.long)
+        if int(cols.max()) >= input_dim:
+            raise ValueError(
+                f"{type(self.leaf).__name__} uses input column {int(cols.max())} but the latent space has "
+                f"only {input_dim} dimensions"
+            )
+        return cols
+
+    def _per_dim(self, values: Tensor, input_dim: int, like: Tensor) -> Tensor:
+        """Scatter per-active-dimension ``values`` ([1] or [d]) into a [Q] vector, zero elsewhere."""
+        cols = self.columns(input_dim)
+        values = values.to(like).reshape(-1)
+        if values.numel() not in (1, cols.numel()):
+            raise ValueError(
+                f"{type(self.leaf).__name__} has {values.numel()} ARD parameters for {cols.numel()} input dimensions"
+            )
+        full = torch.zeros(input_dim, dtype=like.dtype, device=like.device)
+        return full.index_put((cols.to(like.device),), values.expand(cols.numel()))
+
+    def precision(self, input_dim: int, like: Tensor) -> Tensor:
+        """RBF: inverse squared lengthscales 1/l_q^2 as a [Q] vector (0 on dimensions it ignores)."""
+        return self._per_dim(self.leaf.lengthscale.to(like).reshape(-1) ** -2, input_dim, like)
+
+    def linear_variances(self, input_dim: int, like: Tensor) -> Tensor:
+        """Linear: ARD variances a_q times the outputscales, [Q] (0 on dimensions it ignores)."""
+        return self.scale(like) * self._per_dim(self.leaf.variance, input_dim, like)
+
+    def constant(self, like: Tensor) -> Tensor:
+        """Bias: the constant; white: the diagonal variance (times the outputscales), a scalar."""
+        value = self.leaf.constant if self.kind == "bias" else self.leaf.variance
+        return self.scale(like) * value.to(like).reshape(())
+
+    def evaluate(self, x1: Tensor, x2: Tensor, diag: bool = False) -> Tensor:
+        """Dense ``scale * leaf(x1, x2)`` on the full inputs (the term selects its own columns)."""
+        if self.dims is not None:
+            cols = torch.tensor(self.dims, dtype=torch.long, device=x1.device)
+            x1, x2 = x1.index_select(-1, cols), x2.index_select(-1, cols)
+        # forward, not __call__: the path's active_dims are already applied through ``dims``.
+        value = self.leaf.forward(x1, x2, diag=diag)
+        value = value.to_dense() if hasattr(value, "to_dense") else value
+        return self.scale(x1) * value.to(x1.dtype)
+
+
+def _select(dims: tuple | None, active: Tensor | None) -> tuple | None:
+    if active is None:
+        return dims
+    active = [int(i) for i in active.reshape(-1)]
+    return tuple(active) if dims is None else tuple(dims[i] for i in active)
+
+
+def _kernel_terms(kernel: Kernel, scales: tuple = (), dims: tuple | None = None, called: bool = True) -> list:
+    """Flatten sums and outputscales of ``kernel`` into a list of :class:`_Term`.
+
+    ``called`` says whether GPyTorch reaches this node through ``__call__`` (which applies its
+    ``active_dims``); ``ScaleKernel.forward`` calls its base kernel's ``forward`` directly.
+    """
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a gpytorch Kernel, got {type(kernel).__name__}")
+    if len(kernel.batch_shape) != 0:
+        raise ValueError(f"batched kernels are not supported (batch_shape={tuple(kernel.batch_shape)})")
+    if called:
+        dims = _select(dims, kernel.active_dims)
+    if isinstance(kernel, ScaleKernel):
+        return _kernel_terms(kernel.base_kernel, scales + (kernel,), dims, called=False)
+    if isinstance(kernel, AdditiveKernel):
+        return [t for k in kernel.kernels for t in _kernel_terms(k, scales, dims, called=True)]
+    kind = {RBFKernel: "rbf", LinearKernel: "linear", ConstantKernel: "bias", WhiteKernel: "white"}.get(
+        type(kernel), "other"
+    )
+    return [_Term(kind, kernel, scales, dims)]
+
+
+def _infer_input_dim(terms) -> int:
+    dims = []
+    for t in terms:
+        if t.dims is not None:
+            dims.append(max(t.dims) + 1)
+        elif getattr(t.leaf, "ard_num_dims", None):
+            dims.append(int(t.leaf.ard_num_dims))
+    if not dims:
+        raise ValueError("cannot infer the input dimension of this kernel; pass input_dim")
+    return max(dims)
+
+
+def ard_relevance(kernel: Kernel, input_dim: int | None = None) -> Tensor:
+    r"""Per-dimension ARD relevance weights ``[Q]`` of a kernel (MRD's shared/private dimensions).
+
+    RBF: :math:`\sigma^2 / l_q^2`; linear: its ARD variances :math:`a_q`; Matern and other kernels with
+    a lengthscale: outputscale / lengthscale^2; bias and white: 0; a sum adds its components'
+    relevances (Damianou et al. 2012, Sec. 3: a dimension with weight ~0 is switched off).
+
+    Parameters
+    ----------
+    kernel : gpytorch.kernels.Kernel
+    input_dim : int, optional
+        Q; inferred from ``active_dims`` / ``ard_num_dims`` when omitted.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[Q]`` non-negative weights, differentiable w.r.t. the kernel parameters (``.detach()`` to store).
+
+    Examples
+    --------
+    >>> k = make_kernel("rbf", input_dim=2, variance=2.0, lengthscale=0.5)
+    >>> ard_relevance(k)
+    tensor([8., 8.], dtype=torch.float64, grad_fn=<AddBackward0>)
+    """
+    terms = _kernel_terms(kernel)
+    if input_dim is None:
+        input_dim = _infer_input_dim(terms)
+    like = next(kernel.parameters(), torch.zeros((), dtype=torch.float64)).detach()
+    relevance = torch.zeros(input_dim, dtype=like.dtype, device=like.device)
+    for t in terms:
+        if t.kind == "linear":
+            relevance = relevance + t.linear_variances(input_dim, like)
+        elif t.kind == "rbf" or (t.kind == "other" and getattr(t.leaf, "has_lengthscale", False)):
+            relevance = relevance + t.scale(like) * t.precision(input_dim, like)
+    return relevance
+
