@@ -1,0 +1,442 @@
+"""Shared machinery of the spectral alignment estimators.
+
+API summary (stable; used by every module of ``bayesalign.spectral``)
+--------------------------------------------------------------------
+``SpectralAlignment``
+    Base estimator (scikit-learn contract). Subclasses implement ``_fit(problem) -> LatentEmbedding``;
+    the base provides ``fit(problem, anchors=None) -> self`` (sets ``embedding_``),
+    ``fit_transform(...) -> LatentEmbedding`` and ``get_params`` / ``set_params``.
+``as_problem(problem, anchors=None) -> AlignmentProblem``
+    The single validation boundary: an AlignmentProblem, or Views / dict / list of arrays plus
+    anchors (Correspondence, list or dict); ``anchors`` given with a problem replace its anchors.
+``correspondence_matrices(problem) -> {(a, b): sparse (n_a, n_b)}``
+    The weighted W^{(a,b)} of Wang, Krafft & Mahadevan (2011) section 5.2, for every pair of views
+    a before b in view order (all-zero when a pair has no anchors).
+``anchor_tuples(problem, names=None) -> {view: rows (m,)}``
+    Rows that are the same thing in every view (row k of each array), from the first view's anchors.
+``within_view_affinity(X, n_neighbors, *, affinity="heat", sigma=None, connect_components=False, name)``
+    The within-view similarity W^{(a)}: heat-kernel (or 0/1) weights on a symmetric k-NN graph.
+``joint_adjacency(within, correspondences, names, *, mu=1.0, nu=1.0) -> sparse (N, N)``
+    The block joint adjacency of section 5.2 (nu W^{(a)} on the diagonal, mu W^{(a,b)} off it).
+``view_offsets(sizes, names) -> {view: slice}``; ``split_rows(F, slices) -> {view: F[slice]}``
+    Rows of each view in the stacked (joint) matrices.
+``check_n_components(n_components, limit, what) -> int``
+    A clear error when too many components are asked for.
+``embed_view(X, n_components, method, n_neighbors=10, ...) -> ViewEmbedding``
+    One view on its own: Laplacian eigenmaps, diffusion maps, LPP, PCA, or the raw features.
+``whitening_basis(Xc, weights=None, reg=0.0) -> T (p, r)``
+    Row-space basis of a centred view with ``T' (Xc' diag(weights) Xc + gamma I) T = I``.
+``locality_preserving_projections(L, D, centred, slices, n_components, *, reg, eigen_solver, seed)``
+    ``(eigenvalues, {view: F (p_v, d)})``: the smallest solutions of ``X' L X f = lambda (X' D X + gamma I) f``
+    for block-diagonal centred views (linear alignment; LPP for one view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from sklearn.base import BaseEstimator
+
+from .._utils import as_rng
+from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
+from ..graph import heat_kernel, knn_graph, laplacian, smallest_generalized_eigenvectors
+
+__all__ = [
+    "SpectralAlignment",
+    "ViewEmbedding",
+    "anchor_tuples",
+    "as_problem",
+    "check_n_components",
+    "correspondence_matrices",
+    "embed_view",
+    "joint_adjacency",
+    "locality_preserving_projections",
+    "split_rows",
+    "view_offsets",
+    "whitening_basis",
+    "within_view_affinity",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Input boundary
+# ---------------------------------------------------------------------------------------------
+def as_problem(problem, anchors=None) -> AlignmentProblem:
+    """Validate the input of ``fit`` once and return an ``AlignmentProblem``.
+
+    Parameters
+    ----------
+    problem : AlignmentProblem, Views, or a dict / list of 2-D arrays
+    anchors : Correspondence, list or dict of them, optional
+        Anchor pairs (weights allowed). Given with an AlignmentProblem they replace its
+        anchors, e.g. a correspondence inferred by an unsupervised matcher.
+
+    >>> import numpy as np
+    >>> p = as_problem({"a": np.zeros((3, 2)), "b": np.ones((3, 2))},
+    ...                Correspondence.from_pairs([(0, 1)], views=("a", "b")))
+    >>> len(p.anchors_between("b", "a"))
+    1
+    """
+    if isinstance(problem, AlignmentProblem):
+        return problem if anchors is None else problem.replace(anchors=anchors)
+    if isinstance(problem, (Views, Mapping, list, tuple)):
+        return AlignmentProblem(problem, anchors=anchors)
+    raise TypeError("fit expects an AlignmentProblem, Views, or a dict/list of 2-D arrays, got "
+                    f"{type(problem).__name__}")
+
+
+def check_n_components(n_components, limit: int, what: str) -> int:
+    """``n_components`` as an int in ``[1, limit]``, else a ValueError saying why ``limit``."""
+    if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
+        raise TypeError(f"n_components must be an int, got {n_components!r}")
+    n_components = int(n_components)
+    if not 1 <= n_components <= limit:
+        raise ValueError(f"n_components={n_components} is out of range: {what} allows 1 to {limit}")
+    return n_components
+
+
+def view_offsets(sizes: Mapping[str, int], names: Sequence[str]) -> dict[str, slice]:
+    """Rows of each view in the stacked matrices (views in the order of ``names``)."""
+    bounds = np.concatenate([[0], np.cumsum([sizes[v] for v in names])])
+    return {v: slice(int(bounds[i]), int(bounds[i + 1])) for i, v in enumerate(names)}
+
+
+def split_rows(F: np.ndarray, slices: Mapping[str, slice]) -> dict[str, np.ndarray]:
+    """The rows of a stacked matrix that belong to each view."""
+    return {v: F[s] for v, s in slices.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs of the alignment
+# ---------------------------------------------------------------------------------------------
+def correspondence_matrices(problem: AlignmentProblem) -> dict[tuple[str, str], sp.csr_matrix]:
+    """W^{(a,b)} for every pair of views (a before b in view order), weighted by the anchors' weights.
+
+    Section 5.2 of Wang, Krafft & Mahadevan (2011): W^{(a,b)}(i, j) is the strength of the
+    correspondence between row i of view a and row j of view b (1 for a plain anchor pair).
+
+    >>> import numpy as np
+    >>> p = AlignmentProblem({"a": np.zeros((2, 1)), "b": np.zeros((3, 1))},
+    ...                      anchors=Correspondence.from_pairs([(1, 2)], ("a", "b"), weights=[0.5]))
+    >>> correspondence_matrices(p)[("a", "b")].toarray()
+    array([[0. , 0. , 0. ],
+           [0. , 0. , 0.5]])
+    """
+    names = problem.views.names
+    sizes = problem.views.n_samples
+    out = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            out[(a, b)] = problem.anchors_between(a, b).to_matrix((sizes[a], sizes[b]))
+    return out
+
+
+def anchor_tuples(problem: AlignmentProblem, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Rows that are one and the same thing in every view: ``{view: indices (m,)}``, row k aligned.
+
+    Built from the anchors of the first view of ``names`` to each other view: row i of the first
+    view is kept if it has an anchor in every other view (its first listed one when it has
+    several). The baselines that represent a point through "the k-th anchor" (CCA, least
+    squares, anchor similarities) need this ordering. Anchor weights are not used.
+
+    >>> import numpy as np
+    >>> p = AlignmentProblem({"a": np.zeros((3, 1)), "b": np.zeros((3, 1))},
+    ...                      anchors=Correspondence.from_pairs([(2, 0), (0, 1)], ("a", "b")))
+    >>> {v: idx.tolist() for v, idx in anchor_tuples(p).items()}
+    {'a': [0, 2], 'b': [1, 0]}
+    """
+    names = list(problem.views.names if names is None else names)
+    first = names[0]
+    keep = np.ones(problem.views.n_samples[first], dtype=bool)
+    partner = {}
+    for v in names[1:]:
+        corr = problem.anchors_between(first, v)
+        rows, where = np.unique(corr.index_a, return_index=True)  # first pair of each row of `first`
+        lookup = np.full(problem.views.n_samples[first], -1, dtype=np.int64)
+        lookup[rows] = corr.index_b[where]
+        keep &= lookup >= 0
+        partner[v] = lookup
+    rows = np.flatnonzero(keep)
+    return {first: rows, **{v: partner[v][rows] for v in names[1:]}}
+
+
+def within_view_affinity(X, n_neighbors: int, *, affinity: str = "heat", sigma: float | None = None,
+                         connect_components: bool = False, name: str = "X") -> sp.csr_matrix:
+    """W^{(a)}: heat-kernel (``"heat"``) or 0/1 (``"connectivity"``) weights on a symmetric k-NN graph.
+
+    ``sigma`` of the heat kernel defaults to the median k-NN distance of the view
+    (:func:`bayesalign.graph.heat_kernel`).
+    """
+    if affinity == "heat":
+        return heat_kernel(knn_graph(X, n_neighbors, connect_components=connect_components, name=name), sigma)
+    if affinity == "connectivity":
+        return knn_graph(X, n_neighbors, mode="connectivity", connect_components=connect_components, name=name)
+    raise ValueError(f"affinity must be 'heat' or 'connectivity', got {affinity!r}")
+
+
+def joint_adjacency(within: Mapping[str, sp.spmatrix], correspondences: Mapping[tuple[str, str], sp.spmatrix],
+                    names: Sequence[str], *, mu: float = 1.0, nu: float = 1.0) -> sp.csr_matrix:
+    """The joint adjacency matrix of Wang, Krafft & Mahadevan (2011), section 5.2::
+
+        W = [[nu W^(1),   mu W^(1,2), ..., mu W^(1,c)],
+             ...
+             [mu W^(c,1), mu W^(c,2), ..., nu W^(c)  ]],   W^(b,a) = W^(a,b)'
+
+    Parameters
+    ----------
+    within : dict view -> sparse (n_v, n_v)
+    correspondences : dict (a, b) -> sparse (n_a, n_b); either orientation, a missing pair is zero
+    names : order of the views (rows of the joint matrix)
+    mu, nu : weights of the correspondence and within-view terms
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix (sum n_v, sum n_v), symmetric
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> W = joint_adjacency({"a": sp.csr_matrix([[0, 1], [1, 0]]), "b": sp.csr_matrix([[0.0]])},
+    ...                     {("b", "a"): sp.csr_matrix([[0, 1]])}, ["a", "b"], mu=2.0)
+    >>> W.toarray()
+    array([[0., 1., 0.],
+           [1., 0., 2.],
+           [0., 2., 0.]])
+    """
+    if mu < 0 or nu < 0:
+        raise ValueError(f"mu and nu must be non-negative, got mu={mu}, nu={nu}")
+    index = {v: i for i, v in enumerate(names)}
+    blocks = [[None] * len(names) for _ in names]
+    for v in names:
+        blocks[index[v]][index[v]] = nu * sp.csr_matrix(within[v], dtype=np.float64)
+    for (a, b), W_ab in correspondences.items():
+        W_ab = mu * sp.csr_matrix(W_ab, dtype=np.float64)
+        i, j = index[a], index[b]
+        blocks[i][j] = W_ab if blocks[i][j] is None else blocks[i][j] + W_ab
+        blocks[j][i] = W_ab.T if blocks[j][i] is None else blocks[j][i] + W_ab.T
+    return sp.bmat(blocks, format="csr")
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear algebra
+# ---------------------------------------------------------------------------------------------
+def whitening_basis(Xc: np.ndarray, weights: np.ndarray | None = None, reg: float = 0.0) -> np.ndarray:
+    """T (p, r): a basis of the row space of ``Xc`` with ``T' (Xc' D Xc + gamma I) T = I``, ``D = diag(weights)``.
+
+    Used by the feature-level methods (linear alignment, CCA) to restrict the projections to
+    the row space of a view and whiten their constraint matrix there, so a view with more
+    features than rows costs ``O(n p min(n, p))`` and never a dense ``p x p`` eigen-problem.
+    ``H = D^{1/2} Xc`` (``D = I`` when ``weights`` is None) has right singular vectors ``E`` and
+    squared singular values ``lam`` (from the eigen-decomposition of the smaller Gram matrix, ``H'H`` or ``HH'``); the
+    directions with ``lam = 0`` (the null space of ``Xc``, non-empty when p >= n) are dropped
+    and ``T = E (lam + gamma)^{-1/2}``, ``gamma = reg * mean(lam)``.
+    """
+    n, p = Xc.shape
+    H = Xc if weights is None else np.sqrt(weights)[:, None] * Xc  # [n, p]
+    if p <= n:
+        lam, E = np.linalg.eigh(H.T @ H)  # [p], [p, p]
+    else:
+        lam, U = np.linalg.eigh(H @ H.T)  # [n], [n, n]
+        E = H.T @ U  # [p, n]: right singular vectors times sqrt(lam)
+    lam = np.clip(lam, 0.0, None)
+    keep = lam > max(n, p) * np.finfo(float).eps * max(float(lam.max()), np.finfo(float).tiny)
+    lam, E = lam[keep], E[:, keep]
+    if p > n:
+        E = E / np.sqrt(lam)  # unit columns
+    gamma = reg * float(lam.mean()) if lam.size else 0.0
+    return E / np.sqrt(lam + gamma)  # [p, r]
+
+
+# Above this many reduced coordinates the linear eigenproblem is solved matrix-free (Lanczos).
+LPP_DENSE_LIMIT = 2000
+
+
+def locality_preserving_projections(L, D, centred: Mapping[str, np.ndarray], slices: Mapping[str, slice],
+                                    n_components: int, *, reg: float = 1e-6, eigen_solver: str = "auto",
+                                    seed=0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Smallest solutions of ``X' L X f = lambda (X' D X + gamma I) f`` with ``X = diag(X_v)`` block-diagonal.
+
+    Locality preserving projections (He & Niyogi 2003) of one view, or of the joint graph of
+    several (manifold projections, Wang, Krafft & Mahadevan 2011, section 5.3.1). ``f`` is
+    restricted to the row space of each view and the ridge added there (see
+    :func:`whitening_basis`); in the basis ``T = diag(T_v)`` the problem is the standard
+    symmetric ``(Z' L Z) beta = lambda beta`` with ``Z = X T``, of size ``R = sum rank(X_v)``.
+    It is solved densely when ``R <= 2000`` (``eigen_solver="auto"``), otherwise by Lanczos
+    with products ``Z' (L (Z beta))`` that cost ``O(N R)`` and never form an ``R x R`` matrix.
+
+    Parameters
+    ----------
+    L, D : sparse (N, N) joint Laplacian and degree matrix
+    centred : dict view -> (n_v, p_v) centred data, in the row order of ``L``
+    slices : dict view -> rows of that view in ``L``
+    n_components : int
+    reg : float
+        Relative ridge: ``gamma_v = reg * mean eigenvalue of X_v' D_v X_v``.
+    eigen_solver : "auto", "dense" or "arpack"
+    seed : int
+        Starting vector of Lanczos.
+
+    Returns
+    -------
+    eigenvalues : (d,) ascending
+    projections : dict view -> F_v (p_v, d), with ``sum_v F_v' (X_v' D_v X_v + gamma_v I) F_v = I``
+    """
+    names = list(centred)
+    degree = D.diagonal()
+    bases = {v: whitening_basis(centred[v], degree[slices[v]], reg) for v in names}  # T_v: [p_v, r_v]
+    coords = {v: centred[v] @ bases[v] for v in names}  # Z_v: [n_v, r_v]
+    sizes = [coords[v].shape[1] for v in names]
+    R = int(sum(sizes))
+    d = check_n_components(n_components, R, f"the row spaces of the views (total rank {R})")
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    blocks = {v: slice(int(bounds[i]), int(bounds[i + 1])) for i, v in enumerate(names)}
+    method = eigen_solver
+    if method == "auto":
+        method = "dense" if R <= LPP_DENSE_LIMIT or d >= R - 1 else "arpack"
+    if method == "dense":
+        M = np.zeros((R, R))  # Z' L Z
+        for a in names:
+            for b in names:
+                L_ab = L[slices[a], slices[b]]
+                if L_ab.nnz:
+                    M[blocks[a], blocks[b]] = coords[a].T @ (L_ab @ coords[b])
+        values, beta = scipy.linalg.eigh(0.5 * (M + M.T), subset_by_index=[0, d - 1])
+    elif method == "arpack":
+        def matvec(beta):  # Z' L Z beta: O(N R)
+            beta = beta.reshape(R, -1)
+            Zb = np.concatenate([coords[v] @ beta[blocks[v]] for v in names])  # [N, m]
+            LZb = L @ Zb
+            return np.concatenate([coords[v].T @ LZb[slices[v]] for v in names])
+
+        operator = spla.LinearOperator((R, R), matvec=matvec, matmat=matvec, dtype=np.float64)
+        v0 = as_rng(seed).standard_normal(R)
+        values, beta = spla.eigsh(operator, k=d, which="SA", v0=v0, ncv=min(R, max(2 * d + 1, d + 40)))
+        order = np.argsort(values)
+        values, beta = values[order], beta[:, order]
+    else:
+        raise ValueError(f"eigen_solver must be 'auto', 'dense' or 'arpack', got {method!r}")
+    rows = np.argmax(np.abs(beta), axis=0)  # deterministic signs
+    beta = beta * np.sign(beta[rows, np.arange(d)])
+    return values, {v: bases[v] @ beta[blocks[v]] for v in names}
+
+
+@dataclass(frozen=True)
+class ViewEmbedding:
+    """One view embedded on its own: ``coordinates`` (n, d); for linear methods also
+    ``projection`` (p, d) and ``center`` (p,) with ``coordinates = (X - center) @ projection``."""
+
+    coordinates: np.ndarray
+    projection: np.ndarray | None = None
+    center: np.ndarray | None = None
+
+
+EMBEDDINGS = ("laplacian", "diffusion", "lpp", "pca", "none")
+
+
+def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: int = 10,
+               affinity: str = "heat", diffusion_time: float = 1.0, reg: float = 1e-6,
+               connect_components: bool = False, name: str = "X") -> ViewEmbedding:
+    """Embed one view on its own (the first step of Procrustes and affine alignment).
+
+    Methods
+    -------
+    ``"laplacian"``
+        Laplacian eigenmaps: the ``n_components`` smallest non-trivial solutions of
+        ``L f = lambda D f`` with ``F' D F = I`` (Belkin & Niyogi 2003). These are the
+        eigenvectors of the normalized Laplacian used by Wang & Mahadevan (2008), step 2,
+        rescaled by ``D^{-1/2}``.
+    ``"diffusion"``
+        Diffusion maps (Coifman & Lafon 2006; used by Lafon, Keller & Coifman 2006): the same
+        eigenvectors scaled by ``(1 - lambda)^t``, the eigenvalues of the random walk
+        ``D^{-1} W`` raised to the diffusion time ``t``.
+    ``"lpp"``
+        Locality preserving projections (He & Niyogi 2003): ``X' L X a = lambda X' D X a`` on the
+        centred view, over the graph of all its points (:func:`locality_preserving_projections`,
+        with the relative ridge ``reg``; well posed for ``p >= n``). Linear.
+    ``"pca"``
+        Principal components of the centred view. Linear.
+    ``"none"``
+        The centred features themselves (``n_components`` must equal the number of features).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, p = X.shape
+    if method not in EMBEDDINGS:
+        raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {method!r}")
+    if method in ("laplacian", "diffusion"):
+        check_n_components(n_components, n - 1, f"a spectral embedding of view {name!r} with {n} rows")
+        W = within_view_affinity(X, n_neighbors, affinity=affinity, connect_components=connect_components,
+                                 name=name)
+        L, D = laplacian(W)
+        values, F = smallest_generalized_eigenvectors(L, D, n_components)  # [n, d]
+        if method == "diffusion":
+            F = F * np.clip(1.0 - values, 0.0, None) ** diffusion_time
+        return ViewEmbedding(F)
+    center = X.mean(axis=0)
+    Xc = X - center  # [n, p]
+    if method == "none":
+        if n_components != p:
+            raise ValueError(f"embedding='none' keeps the {p} features of view {name!r}; "
+                             f"n_components must be {p}, got {n_components}")
+        return ViewEmbedding(Xc, np.eye(p), center)
+    check_n_components(n_components, min(n - 1, p), f"a linear embedding of view {name!r} ({n} x {p})")
+    if method == "pca":
+        _, _, Vt = np.linalg.svd(Xc, full_matrices=False)
+        P = Vt[:n_components].T  # [p, d]
+        rows = np.argmax(np.abs(P), axis=0)
+        P = P * np.sign(P[rows, np.arange(n_components)])
+        return ViewEmbedding(Xc @ P, P, center)
+    W = within_view_affinity(X, n_neighbors, affinity=affinity, connect_components=connect_components,
+                             name=name)
+    L, D = laplacian(W)
+    _, projections = locality_preserving_projections(L, D, {name: Xc}, {name: slice(0, n)}, n_components, reg=reg)
+    return ViewEmbedding(Xc @ projections[name], projections[name], center)
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimator base
+# ---------------------------------------------------------------------------------------------
+class SpectralAlignment(BaseEstimator):
+    """Base class of the spectral alignment estimators (scikit-learn contract).
+
+    ``__init__`` of a subclass only stores its arguments; ``fit`` validates the input once
+    (:func:`as_problem`), calls the subclass's ``_fit(problem) -> LatentEmbedding`` and stores
+    the result as ``embedding_``.
+    """
+
+    def fit(self, problem, anchors=None):
+        """Fit on an AlignmentProblem (or views + ``anchors``); returns self.
+
+        Parameters
+        ----------
+        problem : AlignmentProblem, Views, or dict / list of arrays
+        anchors : Correspondence, list or dict, optional
+            Replace (or, with raw views, provide) the anchor pairs.
+        """
+        problem = as_problem(problem, anchors)
+        self.embedding_ = self._fit(problem)
+        self.n_components_ = self.embedding_.n_components
+        self.view_names_ = problem.views.names
+        return self
+
+    def fit_transform(self, problem, anchors=None) -> LatentEmbedding:
+        """``fit(problem, anchors).embedding_``."""
+        return self.fit(problem, anchors).embedding_
+
+    def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_fitted(self):
+        if not hasattr(self, "embedding_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    @staticmethod
+    def _anchor_pairs(problem: AlignmentProblem, a: str, b: str, minimum: int, why: str) -> Correspondence:
+        """The anchors between views a and b, oriented (a, b), with at least ``minimum`` pairs."""
+        corr = problem.anchors_between(a, b)
+        if len(corr) < minimum:
+            raise ValueError(f"{len(corr)} anchor pair(s) between views {a!r} and {b!r}; {why} needs at "
+                             f"least {minimum}")
+        return corr

@@ -1,0 +1,301 @@
+"""Baselines of the manifold-alignment papers: CCA, affine matching, least squares, anchor similarities.
+
+- :class:`CCAAlignment`: regularised canonical correlation analysis fitted on the anchors
+  (Hotelling 1936; compared against in Wang & Mahadevan, IJCAI 2013, section 4).
+- :class:`AffineAlignment`: per-view diffusion maps, then an affine map fitted on the anchors
+  (Lafon, Keller & Coifman 2006).
+- :class:`LeastSquaresAlignment`: ``F = X^+ Y`` on the anchors (Wang, Krafft & Mahadevan 2011,
+  section 5.4.2).
+- :class:`AnchorSimilarityBaseline`: every point as its similarities to the anchors of its own
+  view (Wang & Mahadevan, IJCAI 2013, section 4.1; ICML 2008, section 4.2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from sklearn.metrics import pairwise_distances
+
+from ..data import AlignmentProblem, LatentEmbedding
+from ._base import SpectralAlignment, anchor_tuples, check_n_components, embed_view, whitening_basis
+
+__all__ = ["AffineAlignment", "AnchorSimilarityBaseline", "CCAAlignment", "LeastSquaresAlignment"]
+
+
+def _require_tuples(problem: AlignmentProblem, minimum: int, why: str) -> dict[str, np.ndarray]:
+    tuples = anchor_tuples(problem)
+    m = next(iter(tuples.values())).size
+    if m < minimum:
+        names = problem.views.names
+        raise ValueError(f"{m} row(s) of view {names[0]!r} are anchored to every other view; {why} needs at "
+                         f"least {minimum}")
+    return tuples
+
+
+class CCAAlignment(SpectralAlignment):
+    """Regularised CCA fitted on the anchor rows; every point projected into the canonical space.
+
+    For two views, the canonical directions maximise the ridge correlation
+    ``w_a' C_ab w_b / sqrt(w_a' (C_aa + gamma_a I) w_a  w_b' (C_bb + gamma_b I) w_b)`` on the
+    anchors, ``gamma_v = reg * mean eigenvalue of C_vv``. They solve the generalized eigenproblem
+
+        (C - C_diag) w = rho (C_diag + Gamma) w,
+
+    ``C`` the covariance of the stacked features of all views on the anchors, ``C_diag`` its
+    diagonal blocks ``C_vv`` and ``Gamma = diag(gamma_v I)``; for two views the eigenvalues
+    ``rho`` are the canonical correlations, and for more views this is the "sum of
+    correlations" multi-view CCA. It is solved exactly by whitening each view in its row space
+    (:func:`~bayesalign.spectral._base.whitening_basis`), which turns it into the symmetric
+    eigenproblem of the off-diagonal blocks ``Z_a' Z_b`` of the whitened anchors, of size
+    ``R = sum_v rank_v <= sum_v min(m - 1, p_v)`` (``m`` anchors): dense ``O(R^3)``, never
+    ``(sum p)^2`` when p > m. Each view's directions are scaled so its canonical variates have
+    unit ridge variance on the anchors; all points are projected as ``(x - anchor mean) @ w_v``.
+
+    Anchors: rows of the first view that have an anchor in every other view
+    (:func:`~bayesalign.spectral._base.anchor_tuples`).
+
+    Parameters
+    ----------
+    n_components : int
+        At most the smallest rank of a view's centred anchors.
+    reg : float
+        Relative ridge (0 gives plain CCA, which overfits when p is close to the number of anchors).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesalign.data import AlignmentProblem
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.normal(size=(200, 1))
+    >>> a = np.hstack([Z, rng.normal(size=(200, 2))])
+    >>> b = np.hstack([rng.normal(size=(200, 1)), -2.0 * Z + 0.01 * rng.normal(size=(200, 1))])
+    >>> emb = CCAAlignment(n_components=1).fit(AlignmentProblem.paired({"a": a, "b": b}).split_anchors(0.5, seed=0))
+    >>> bool(abs(np.corrcoef(emb.embedding_["a"][:, 0], emb.embedding_["b"][:, 0])[0, 1]) > 0.99)
+    True
+    """
+
+    def __init__(self, n_components: int = 2, reg: float = 1e-3):
+        self.n_components = n_components
+        self.reg = reg
+
+    def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
+        views = problem.views
+        names = views.names
+        if self.reg < 0:
+            raise ValueError(f"reg must be non-negative, got {self.reg}")
+        tuples = _require_tuples(problem, 2, "CCA")
+        centers = {v: views[v][tuples[v]].mean(axis=0) for v in names}
+        bases = {v: whitening_basis(views[v][tuples[v]] - centers[v], None, self.reg) for v in names}  # [p_v, r_v]
+        d = check_n_components(self.n_components, min(T.shape[1] for T in bases.values()),
+                               "CCA (the smallest rank of a view's centred anchors)")
+        coords = [(views[v][tuples[v]] - centers[v]) @ bases[v] for v in names]  # Z_v: [m, r_v]
+        bounds = np.concatenate([[0], np.cumsum([Z.shape[1] for Z in coords])])
+        R = int(bounds[-1])
+        M = np.zeros((R, R))  # whitened C - C_diag: the cross-view blocks Z_a' Z_b
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                M[bounds[i]:bounds[i + 1], bounds[j]:bounds[j + 1]] = coords[i].T @ coords[j]
+        M = M + M.T
+        rho, beta = scipy.linalg.eigh(M, subset_by_index=[R - d, R - 1])  # largest d
+        rho, beta = rho[::-1], beta[:, ::-1]  # [d], [R, d]
+        projections = {}
+        for i, v in enumerate(names):
+            block = beta[bounds[i]:bounds[i + 1]]
+            norms = np.linalg.norm(block, axis=0)
+            projections[v] = bases[v] @ (block / np.where(norms > 0, norms, 1.0))  # [p_v, d]
+        ref = projections[names[0]]
+        rows = np.argmax(np.abs(ref), axis=0)  # deterministic signs, shared by all views
+        signs = np.sign(ref[rows, np.arange(d)])
+        projections = {v: P * signs for v, P in projections.items()}
+        means = {v: (views[v] - centers[v]) @ projections[v] for v in names}
+        self.eigenvalues_ = rho  # for two views: the canonical correlations
+        return LatentEmbedding(means, projections=projections, centers=centers, method="cca",
+                               info={"eigenvalues": self.eigenvalues_})
+
+
+class AffineAlignment(SpectralAlignment):
+    """Diffusion maps of each view, then an affine map onto the first view fitted on the anchors.
+
+    Lafon, Keller & Coifman (2006), "Data fusion and multicue data matching by diffusion maps":
+    each view is embedded by diffusion maps (``embedding="diffusion"``; Laplacian eigenmaps,
+    LPP or PCA also possible); then for every other view ``v`` the affine map
+    ``y -> y A_v + b_v`` minimising ``sum_anchors ||x_ref - (y_v A_v + b_v)||^2`` (ordinary
+    least squares on ``[Y_v, 1]``) is applied to all its points. Unlike Procrustes it may
+    shear and stretch a manifold. More than two views: each view is mapped onto the first.
+
+    Parameters
+    ----------
+    n_components : int
+    embedding : "diffusion", "laplacian", "lpp" or "pca"
+    n_neighbors : int
+    diffusion_time : float
+        ``t`` of the diffusion map (``embedding="diffusion"``).
+    affinity : "heat" or "connectivity"
+    reg : float
+        Relative ridge of LPP.
+    connect_components : bool
+
+    Attributes
+    ----------
+    linear_map_, intercept_ : dict view -> A_v (d, d), b_v (d,); identity / zero for the first view.
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``n_components + 1`` anchors between the first view and another.
+    """
+
+    def __init__(self, n_components: int = 2, embedding: str = "diffusion", n_neighbors: int = 10, *,
+                 diffusion_time: float = 1.0, affinity: str = "heat", reg: float = 1e-6,
+                 connect_components: bool = False):
+        self.n_components = n_components
+        self.embedding = embedding
+        self.n_neighbors = n_neighbors
+        self.diffusion_time = diffusion_time
+        self.affinity = affinity
+        self.reg = reg
+        self.connect_components = connect_components
+
+    def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
+        views = problem.views
+        names = views.names
+        reference = names[0]
+        if self.embedding == "none":
+            raise ValueError("AffineAlignment: embedding='none' is least squares; use LeastSquaresAlignment")
+        for v in names[1:]:
+            self._anchor_pairs(problem, reference, v, int(self.n_components) + 1,
+                               f"an affine map in {self.n_components} dimensions")
+        own = {v: embed_view(views[v], self.n_components, self.embedding, n_neighbors=self.n_neighbors,
+                             affinity=self.affinity, diffusion_time=self.diffusion_time, reg=self.reg,
+                             connect_components=self.connect_components, name=v) for v in names}
+        d = own[reference].coordinates.shape[1]
+        self.linear_map_ = {reference: np.eye(d)}
+        self.intercept_ = {reference: np.zeros(d)}
+        for v in names[1:]:
+            corr = problem.anchors_between(reference, v)
+            Y = own[v].coordinates[corr.index_b]  # [m, d]
+            design = np.hstack([Y, np.ones((Y.shape[0], 1))])  # [m, d + 1]
+            coef, *_ = np.linalg.lstsq(design, own[reference].coordinates[corr.index_a], rcond=None)
+            self.linear_map_[v], self.intercept_[v] = coef[:d], coef[d]
+        means = {v: own[v].coordinates @ self.linear_map_[v] + self.intercept_[v] for v in names}
+        linear = all(own[v].projection is not None for v in names)
+        return LatentEmbedding(
+            means,
+            projections={v: own[v].projection @ self.linear_map_[v] for v in names} if linear else None,
+            centers={v: own[v].center for v in names} if linear else None,
+            offsets=dict(self.intercept_) if linear else None,
+            method=f"affine_{self.embedding}", info={"reference": reference},
+        )
+
+
+class LeastSquaresAlignment(SpectralAlignment):
+    """Linear regression of the first view's features on each other view's, fitted on the anchors.
+
+    Wang, Krafft & Mahadevan (2011), section 5.4.2: ``X F ~ Y`` on the corresponding rows,
+    ``F = X^+ Y`` (the minimum-norm least-squares solution, also when p > number of anchors).
+    Here ``Y`` is the first view (the reference) and every other view gets its own ``F_v``;
+    both sides are centred on their anchor means (an intercept, which the chapter omits).
+
+    The latent space is the reference view's feature space, centred on its mean
+    (``n_components=None``), or its first ``n_components`` principal components (PCA of all
+    the reference's rows), as in the chapter's LSI variant.
+
+    Parameters
+    ----------
+    n_components : int or None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesalign.data import AlignmentProblem
+    >>> X = np.random.default_rng(0).normal(size=(20, 3))
+    >>> M = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
+    >>> problem = AlignmentProblem.paired({"ref": X @ M, "b": X}).split_anchors(5, seed=0)
+    >>> emb = LeastSquaresAlignment().fit(problem).embedding_
+    >>> bool(np.allclose(emb["b"], emb["ref"]))
+    True
+    """
+
+    def __init__(self, n_components: int | None = None):
+        self.n_components = n_components
+
+    def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
+        views = problem.views
+        names = views.names
+        reference = names[0]
+        Y = views[reference]
+        if self.n_components is None:
+            basis = embed_view(Y, Y.shape[1], "none", name=reference)
+        else:
+            basis = embed_view(Y, self.n_components, "pca", name=reference)
+        P, c_ref = basis.projection, basis.center  # [p_ref, d], [p_ref]
+        projections, centers, offsets = {reference: P}, {reference: c_ref}, {reference: np.zeros(P.shape[1])}
+        self.coef_ = {}
+        for v in names[1:]:
+            corr = self._anchor_pairs(problem, reference, v, 1, "least squares")
+            Xa, Ya = views[v][corr.index_b], Y[corr.index_a]  # [m, p_v], [m, p_ref]
+            mean_x, mean_y = Xa.mean(axis=0), Ya.mean(axis=0)
+            F, *_ = np.linalg.lstsq(Xa - mean_x, Ya - mean_y, rcond=None)  # F = X^+ Y: [p_v, p_ref]
+            self.coef_[v] = F
+            # predicted reference row (x - mean_x) F + mean_y, expressed in the latent basis
+            projections[v], centers[v], offsets[v] = F @ P, mean_x, (mean_y - c_ref) @ P
+        means = {v: (views[v] - centers[v]) @ projections[v] + offsets[v] for v in names}
+        return LatentEmbedding(means, projections=projections, centers=centers, offsets=offsets,
+                               method="least_squares", info={"reference": reference})
+
+
+class AnchorSimilarityBaseline(SpectralAlignment):
+    """Every point represented by its similarities to the anchors of its own view.
+
+    The baseline of Wang & Mahadevan (IJCAI 2013, section 4.1; ICML 2008, section 4.2): with
+    ``m`` anchors, a point ``x`` of view ``v`` becomes ``V(i) = similarity(x, anchor_i in v)``,
+    ``i = 1..m``, a vector in the common space ``R^m`` (the k-th coordinate means the same
+    anchor in every view). Similarities:
+
+    - ``"heat"``: ``exp(-d^2 / (2 sigma_v^2))``, ``sigma_v`` the median point-to-anchor distance of
+      view ``v`` unless ``sigma`` is given;
+    - ``"distance"``: ``-d / s_v``, the negative Euclidean distance scaled by that median ``s_v``
+      so that views with differently scaled features are comparable.
+
+    The output is dense ``(n_v, m)`` by construction. Anchors: rows of the first view that
+    have an anchor in every other view (:func:`~bayesalign.spectral._base.anchor_tuples`).
+
+    Parameters
+    ----------
+    kernel : "heat" or "distance"
+    sigma : float, optional
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesalign.data import AlignmentProblem
+    >>> X = np.random.default_rng(0).normal(size=(10, 2))
+    >>> problem = AlignmentProblem.paired({"a": X, "b": 3.0 * X}).split_anchors(4, seed=0)
+    >>> emb = AnchorSimilarityBaseline(kernel="distance").fit(problem).embedding_
+    >>> emb.n_components, bool(np.allclose(emb["a"], emb["b"]))
+    (4, True)
+    """
+
+    def __init__(self, kernel: str = "heat", sigma: float | None = None):
+        self.kernel = kernel
+        self.sigma = sigma
+
+    def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
+        if self.kernel not in ("heat", "distance"):
+            raise ValueError(f"kernel must be 'heat' or 'distance', got {self.kernel!r}")
+        if self.sigma is not None and not self.sigma > 0:
+            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        views = problem.views
+        tuples = _require_tuples(problem, 1, "the anchor-similarity baseline")
+        means = {}
+        for v in views.names:
+            dist = pairwise_distances(views[v], views[v][tuples[v]])  # [n_v, m]
+            positive = dist[dist > 0]
+            scale = float(np.median(positive)) if positive.size else 1.0
+            if self.kernel == "heat":
+                sigma = scale if self.sigma is None else float(self.sigma)
+                means[v] = np.exp(-(dist ** 2) / (2.0 * sigma ** 2))
+            else:
+                means[v] = -dist / scale
+        return LatentEmbedding(means, method=f"anchor_similarity_{self.kernel}",
+                               info={"anchors": {v: idx for v, idx in tuples.items()}})
