@@ -178,6 +178,8 @@ def test_hard_constraints_merge_transitively_across_three_views():
     emb = JointLaplacianAlignment(2, 8, hard_constraints=True).fit(problem).embedding_
     np.testing.assert_array_equal(emb["a"][rows], emb["c"][rows])  # linked through b only
     assert foscttm(emb, problem.truth_between("a", "c")) < 0.05
+    soft = JointLaplacianAlignment(2, 8, mu=20.0).fit(problem).embedding_  # soft ties: a-b and b-c only
+    assert foscttm(soft, problem.truth_between("a", "c")) < 0.05
 
 
 def test_joint_laplacian_errors():
@@ -218,7 +220,8 @@ def test_linear_alignment_matches_dense_generalized_problem():
     B = X.T @ D @ X
     # gamma_v = reg * mean eigenvalue of X_v' D_v X_v = reg * trace / p_v
     ridge = np.r_[np.full(4, reg * np.trace(B[:4, :4]) / 4), np.full(3, reg * np.trace(B[4:, 4:]) / 3)]
-    values = scipy.linalg.eigh(X.T @ (D - W) @ X, B + np.diag(ridge), eigvals_only=True)
+    # the ridge: gamma on X'DX, 2 gamma on X'LX (so null-space directions sit at eigenvalue 2)
+    values = scipy.linalg.eigh(X.T @ (D - W) @ X + np.diag(2 * ridge), B + np.diag(ridge), eigvals_only=True)
     np.testing.assert_allclose(model.eigenvalues_, values[:3], rtol=1e-8)
     F = np.vstack([model.embedding_.projections["a"], model.embedding_.projections["b"]])
     np.testing.assert_allclose(F.T @ (B + np.diag(ridge)) @ F, np.eye(3), atol=1e-8)

@@ -36,17 +36,18 @@ class LinearAlignment(SpectralAlignment):
     ``(X^(a) - center_a) F^(a)``, so new rows can be transformed (``embedding_.transform``),
     and ``F^(a) (F^(b))^+`` maps view a's features to view b's (:meth:`cross_view_map`).
 
-    Regularisation and large p. ``X' D X`` is singular when a view has more features than rows
-    (p >= n) or collinear features. A plain ridge does not fix that: any ``f`` in the null
-    space of ``X`` has cost 0 and would be returned as a degenerate (all-zero) embedding. So
-    ``f`` is restricted to the row space of each view (exact: null-space directions change no
-    coordinate) and the ridge ``gamma = reg * mean eigenvalue of X_a' D_a X_a`` is added there.
-    In a basis ``T_a`` of that row space which whitens ``X_a' D_a X_a + gamma I`` the problem is a
-    standard symmetric one of size ``R = sum_a rank(X_a) <= sum_a min(n_a, p_a)``, never the
-    dense ``(sum p)^2`` problem when p > n. Cost: one eigen-decomposition of the smaller Gram
-    matrix per view (``O(n p min(n, p))``), then a dense ``R x R`` eigen-solve when
-    ``R <= 2000`` and otherwise Lanczos with matrix-free products ``O(N R)`` per step
-    (:func:`bayesalign.spectral._base.locality_preserving_projections`).
+    Regularisation. ``X' D X`` is singular when a view has p >= n or collinear features, and a
+    ridge on that side alone does not fix it: any ``f`` with ``X f = 0`` has cost 0 and would be
+    returned first, as an all-zero embedding. So the ridge ``gamma_v = reg * mean eigenvalue of
+    X_v' D_v X_v`` is added to ``X' D X`` and ``2 gamma_v`` to ``X' L X``, which sends directions
+    without data to the eigenvalue 2, the top of the spectrum (details in
+    :func:`~bayesalign.spectral._base.locality_preserving_projections`).
+
+    Cost. A view with p > n is first reduced exactly to its row space (an n x n Gram
+    eigen-decomposition), so the problem has ``R = sum_v min(p_v, n_v)`` unknowns; it is dense
+    ``R x R`` (200 MB for R = 5000, e.g. two views of 2,500 features), assembled block by block
+    (the off-diagonal blocks from the anchored rows only) and solved by LAPACK for
+    ``R <= 1500``, otherwise by shift-invert Lanczos on one Cholesky factorisation (``R^3 / 3``).
 
     Parameters
     ----------
@@ -59,7 +60,7 @@ class LinearAlignment(SpectralAlignment):
     sigma : float, optional
         Heat-kernel width (default: median k-NN distance per view).
     reg : float
-        Relative ridge ``gamma`` (see above).
+        Relative ridge (see above); keep it > 0 unless every view has independent features.
     connect_components : bool
         Join disconnected within-view graphs by their shortest edges.
     eigen_solver : "auto", "dense" or "arpack"

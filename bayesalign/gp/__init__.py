@@ -1,0 +1,17 @@
+"""The Bayesian core: variational Bayesian GP-LVM and MRD with ARD kernels (collapsed bound, psi-statistics).
+
+- :class:`BayesianGPLVM` (Titsias & Lawrence, 2010): one view.
+- :class:`MRD` (Damianou, Ek, Titsias & Lawrence, 2012): any number of paired views sharing one
+  latent space, one ARD kernel per view; ``relevance_``, ``shared_dims`` / ``private_dims``,
+  ``predict``, ``infer`` (q(x*) for new rows of one view), ``save`` / ``load``.
+- :mod:`.bound`: the collapsed bound and the optimal q(u); :mod:`.psi`: psi-statistics;
+  :mod:`.kernels`: kernel factory and ARD relevance.
+"""
+
+from ._optim import NonFiniteBoundError
+from .bgplvm import BayesianGPLVM
+from .io import load_model
+from .kernels import ard_relevance, make_kernel
+from .mrd import MRD
+
+__all__ = ["BayesianGPLVM", "MRD", "NonFiniteBoundError", "ard_relevance", "load_model", "make_kernel"]

@@ -1,0 +1,521 @@
+"""What BayesianGPLVM and MRD share: the torch module that holds q(X), the inducing inputs, one
+kernel and one noise variance per view and evaluates the bound, and the estimator base class (fit,
+relevance, predict, infer, save / load).
+
+The model (Titsias & Lawrence, 2010; Damianou et al., 2012): one latent point x_n ~ N(0, I_Q) per
+row, shared by every view; view v is y_n^(v) = f^(v)(x_n) + noise with f^(v) ~ GP(0, k^(v)) with its
+own ARD kernel and noise variance. q(X) = prod_n N(mu_n, diag(S_n)) is shared by every view; the
+bound is ``sum_v F_v(q(X), Z_v, k_v, noise_v) - KL(q(X) || N(0, I))`` (:mod:`bayesalign.gp.bound`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+
+import gpytorch
+import numpy as np
+import torch
+from gpytorch.constraints import GreaterThan, Positive
+from sklearn.base import BaseEstimator
+
+from .._utils import as_rng
+from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
+from . import _optim
+from .bound import (
+    InducingPosterior,
+    collapsed_bound,
+    inducing_posterior,
+    kernel_matrix,
+    kl_standard_normal,
+    stable_cholesky,
+)
+from .kernels import ard_relevance, make_kernel
+from .psi import psi_statistics
+
+_INITS = ("pca", "pca_split", "random")
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    """torch dtype from a torch dtype or a name ("float64", "float32")."""
+    if isinstance(dtype, torch.dtype):
+        out = dtype
+    else:
+        out = {"float64": torch.float64, "double": torch.float64, "float32": torch.float32,
+               "float": torch.float32}.get(str(dtype).replace("torch.", ""))
+    if out not in (torch.float64, torch.float32):
+        raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
+    return out
+
+
+class LatentGPModule(gpytorch.Module):
+    """q(X), inducing inputs, per-view kernels and noise variances; ``forward()`` is the bound.
+
+    Parameters
+    ----------
+    outputs : sequence of tensors [N, D_v]
+        Centred outputs of each view (stored as buffers ``outputs_0, outputs_1, ...``).
+    q_mean, q_variance : tensors [N, Q]
+        Initial q(X) means and (positive) variances.
+    inducing_inputs : tensor [1 or V, M, Q]
+        Shared (first axis 1) or per-view inducing inputs.
+    kernels : sequence of gpytorch kernels, one per view
+    noise, noise_floor : tensors [V]
+        Initial noise variances and their lower bounds.
+    jitter : float
+        Added to the diagonal of every Kuu, relative to its mean diagonal.
+    """
+
+    def __init__(self, outputs, q_mean, q_variance, inducing_inputs, kernels, noise, noise_floor,
+                 jitter: float):
+        super().__init__()
+        self.n_views = len(outputs)
+        for v, Y in enumerate(outputs):
+            self.register_buffer(f"outputs_{v}", Y)  # [N, D_v]
+        self.q_mean = torch.nn.Parameter(q_mean.clone())  # [N, Q]
+        self.register_parameter("raw_q_variance", torch.nn.Parameter(torch.zeros_like(q_variance)))
+        self.register_constraint("raw_q_variance", Positive())
+        self.q_variance = q_variance  # [N, Q]
+        self.inducing_inputs = torch.nn.Parameter(inducing_inputs.clone())  # [1 or V, M, Q]
+        self.kernels = torch.nn.ModuleList(kernels)
+        self.register_parameter("raw_noise", torch.nn.Parameter(torch.zeros_like(noise)))  # [V]
+        self.register_constraint("raw_noise", GreaterThan(noise_floor))
+        self.jitter = float(jitter)
+        # gpytorch constraints keep their bounds in the default dtype: bring everything to ours
+        self.to(dtype=q_mean.dtype, device=q_mean.device)
+        self.noise = noise
+
+    @property
+    def q_variance(self) -> torch.Tensor:
+        return self.raw_q_variance_constraint.transform(self.raw_q_variance)
+
+    @q_variance.setter
+    def q_variance(self, value):
+        value = torch.as_tensor(value, dtype=self.raw_q_variance.dtype, device=self.raw_q_variance.device)
+        with torch.no_grad():
+            self.raw_q_variance.copy_(self.raw_q_variance_constraint.inverse_transform(value))
+
+    @property
+    def noise(self) -> torch.Tensor:
+        return self.raw_noise_constraint.transform(self.raw_noise)
+
+    @noise.setter
+    def noise(self, value):
+        value = torch.as_tensor(value, dtype=self.raw_noise.dtype, device=self.raw_noise.device)
+        with torch.no_grad():
+            self.raw_noise.copy_(self.raw_noise_constraint.inverse_transform(value))
+
+    def outputs(self, v: int) -> torch.Tensor:
+        return getattr(self, f"outputs_{v}")
+
+    def inducing(self, v: int) -> torch.Tensor:
+        return self.inducing_inputs[v if self.inducing_inputs.shape[0] > 1 else 0]  # [M, Q]
+
+    def kuu(self, v: int) -> torch.Tensor:
+        """Kuu + jitter * mean(diag Kuu) I of view v [M, M]."""
+        Kuu = kernel_matrix(self.kernels[v], self.inducing(v))  # [M, M]
+        scale = Kuu.detach().diagonal().mean().clamp_min(torch.finfo(Kuu.dtype).tiny)
+        return Kuu + (self.jitter * scale) * torch.eye(Kuu.shape[0], dtype=Kuu.dtype, device=Kuu.device)
+
+    def view_bound(self, v: int, q_variance: torch.Tensor | None = None) -> torch.Tensor:
+        """F_v: the collapsed bound of view v without the KL term."""
+        S = self.q_variance if q_variance is None else q_variance
+        stats = psi_statistics(self.kernels[v], self.q_mean, S, self.inducing(v), per_point=False)
+        return collapsed_bound(self.outputs(v), self.noise[v], self.kuu(v), stats.psi0, stats.psi1, stats.psi2)
+
+    def kl(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
+        return kl_standard_normal(self.q_mean, self.q_variance if q_variance is None else q_variance)
+
+    def forward(self) -> torch.Tensor:
+        """The bound ``sum_v F_v - KL(q(X) || N(0, I))`` (the KL counted once)."""
+        S = self.q_variance  # [N, Q]
+        return sum(self.view_bound(v, S) for v in range(self.n_views)) - self.kl(S)
+
+    @torch.no_grad()
+    def posterior(self, v: int) -> InducingPosterior:
+        """The optimal q(u) of view v under the current q(X) and hyperparameters."""
+        stats = psi_statistics(self.kernels[v], self.q_mean, self.q_variance, self.inducing(v), per_point=False)
+        L = stable_cholesky(self.kuu(v).double(), f"Kuu of view {v}")
+        return inducing_posterior(self.outputs(v), self.noise[v], L, stats.psi1, stats.psi2)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Input preparation and initialisation
+# ----------------------------------------------------------------------------------------------------
+def as_paired_views(data) -> tuple[list[str], list[np.ndarray]]:
+    """Names and validated float64 arrays of paired views (Views, dict, list, AlignmentProblem)."""
+    if isinstance(data, AlignmentProblem):
+        data = data.views
+    if isinstance(data, Views):
+        names, arrays = list(data.names), [data[name] for name in data.names]
+    elif isinstance(data, Mapping):
+        names = list(data)
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"view names must be non-empty strings, got {name!r}")
+        arrays = [check_view(data[name], name) for name in names]
+    elif isinstance(data, (list, tuple)):
+        names = [f"view{i}" for i in range(len(data))]
+        arrays = [check_view(a, name) for name, a in zip(names, data)]
+    else:
+        raise TypeError("expected Views, an AlignmentProblem, or a dict / list of 2-D arrays, got "
+                        f"{type(data).__name__} (use BayesianGPLVM for a single array)")
+    if not arrays:
+        raise ValueError("no views given")
+    sizes = {name: a.shape[0] for name, a in zip(names, arrays)}
+    if len(set(sizes.values())) > 1:
+        common = max(set(sizes.values()), key=list(sizes.values()).count)
+        odd = {k: n for k, n in sizes.items() if n != common}
+        raise ValueError(f"the views must be paired (row i of every view is the same point), but their "
+                         f"numbers of rows differ: {sizes}; {sorted(odd)} differ from {common} rows")
+    return names, arrays
+
+
+def centre_view(Y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Centred non-constant columns [N, D_kept], the column means [D] and the kept-column mask [D].
+
+    Constant columns carry no information and would give a zero-variance output; they are dropped
+    with a warning and predicted as their constant.
+    """
+    mean = Y.mean(0)  # [D]
+    keep = np.ptp(Y, axis=0) > 0  # [D]
+    if not keep.any():
+        raise ValueError(f"view {name!r}: every column is constant; nothing to model")
+    if not keep.all():
+        dropped = np.flatnonzero(~keep)
+        warnings.warn(f"view {name!r}: dropping {dropped.size} constant column(s) {dropped[:10].tolist()}"
+                      f"{' ...' if dropped.size > 10 else ''}; they are predicted as their constant",
+                      RuntimeWarning, stacklevel=3)
+    return Y[:, keep] - mean[keep], mean, keep
+
+
+def _pca_scores(blocks: list[np.ndarray], n_components: int) -> np.ndarray:
+    """Top principal-component scores [N, n] of the column-concatenated centred blocks."""
+    data = np.hstack(blocks)  # [N, sum D]
+    U, s, Vt = np.linalg.svd(data, full_matrices=False)
+    # deterministic signs (as sklearn's svd_flip): largest loading of each component positive
+    signs = np.sign(Vt[np.arange(Vt.shape[0]), np.abs(Vt).argmax(1)])
+    signs[signs == 0] = 1.0
+    return (U[:, :n_components] * s[:n_components]) * signs[:n_components]
+
+
+def init_latent(init, names: list[str], centred: list[np.ndarray], latent_dim: int, seed) -> np.ndarray:
+    """Initial q(X) means [N, Q] (see the ``init`` parameter of :class:`MRD`)."""
+    N = centred[0].shape[0]
+    if isinstance(init, LatentEmbedding):
+        means = [m for m in init.means.values() if m.shape[0] == N]
+        if not means:
+            raise ValueError(f"init embedding has no view with {N} rows")
+        X = np.mean(means, axis=0)
+        if X.shape[1] != latent_dim:
+            raise ValueError(f"init embedding has {X.shape[1]} dimensions, latent_dim is {latent_dim}")
+        X = X - X.mean(0)
+        scale = X.std(0).max()
+        return X / scale if scale > 0 else X
+    if not isinstance(init, str):
+        X = np.array(init, dtype=np.float64, copy=True)
+        if X.shape != (N, latent_dim):
+            raise ValueError(f"init array must have shape (n_samples, latent_dim) = {(N, latent_dim)}, "
+                             f"got {X.shape}")
+        if not np.isfinite(X).all():
+            raise ValueError("init array contains NaN or inf")
+        return X
+    if init not in _INITS:
+        raise ValueError(f"init must be one of {_INITS}, a LatentEmbedding or an array, got {init!r}")
+    if init == "random":
+        return as_rng(seed).standard_normal((N, latent_dim))
+    # every view scaled to unit total variance, so that a view with many columns does not dominate
+    blocks = [Y / math.sqrt(max(float(np.square(Y).sum()) / N, 1e-300)) for Y in centred]
+    if init == "pca":
+        limit = min(N - 1, sum(b.shape[1] for b in blocks))
+        if latent_dim > limit:
+            raise ValueError(f"latent_dim={latent_dim} is larger than PCA initialisation allows: at most "
+                             f"min(n_samples - 1, total columns) = {limit}; use init='random' or an array")
+        X = _pca_scores(blocks, latent_dim)
+    else:  # pca_split: each view gives its share of the dimensions
+        chunks = np.array_split(np.arange(latent_dim), len(blocks))
+        X = np.zeros((N, latent_dim))
+        for name, block, dims in zip(names, blocks, chunks):
+            limit = min(N - 1, block.shape[1])
+            if dims.size > limit:
+                raise ValueError(f"latent_dim={latent_dim} split over {len(blocks)} views gives view {name!r} "
+                                 f"{dims.size} dimensions, more than its PCA allows ({limit})")
+            if dims.size:
+                X[:, dims] = _pca_scores([block], dims.size)
+    # one common scale (the largest component gets unit variance): the smaller components start
+    # small, so that the kernels see them as less relevant, like GPy's 1 / fraction lengthscales
+    scale = X.std(0).max()
+    return X / scale if scale > 0 else X
+
+
+# ----------------------------------------------------------------------------------------------------
+# The estimator base
+# ----------------------------------------------------------------------------------------------------
+class LatentGPBase(BaseEstimator):
+    """Fit / predict / infer / save for BayesianGPLVM and MRD (see :class:`bayesalign.gp.MRD`)."""
+
+    _method = "MRD"
+
+    # -- parameters -----------------------------------------------------------------------------
+    def _check_params(self):
+        if not isinstance(self.latent_dim, (int, np.integer)) or self.latent_dim < 1:
+            raise ValueError(f"latent_dim must be an int >= 1, got {self.latent_dim!r}")
+        if not isinstance(self.num_inducing, (int, np.integer)) or self.num_inducing < 1:
+            raise ValueError(f"num_inducing must be an int >= 1, got {self.num_inducing!r}")
+        if not self.snr > 0:
+            raise ValueError(f"snr must be positive, got {self.snr!r}")
+        if self.warmup_iters < 0 or self.max_iter < 0:
+            raise ValueError("warmup_iters and max_iter must be >= 0")
+        if self.optimizer not in ("lbfgs", "adam"):
+            raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}")
+        if getattr(self, "inducing", "shared") not in ("shared", "per_view"):
+            raise ValueError(f"inducing must be 'shared' or 'per_view', got {self.inducing!r}")
+        if not self.init_variance > 0:
+            raise ValueError(f"init_variance must be positive, got {self.init_variance!r}")
+        return resolve_dtype(self.dtype), torch.device(self.device if self.device is not None else "cpu")
+
+    def _jitter(self, dtype):
+        return self.jitter if self.jitter is not None else (1e-8 if dtype == torch.float64 else 1e-6)
+
+    def _make_kernels(self, n_views: int, variances: list[float], dtype, device):
+        kernel = self.kernel
+        if isinstance(kernel, str):
+            return [make_kernel(kernel, int(self.latent_dim), variance=var, dtype=dtype).to(device)
+                    for var in variances]
+        if isinstance(kernel, gpytorch.kernels.Kernel):
+            import copy
+
+            return [copy.deepcopy(kernel).to(device=device, dtype=dtype) for _ in range(n_views)]
+        if isinstance(kernel, Sequence) and len(kernel) == n_views:
+            return [k.to(device=device, dtype=dtype) for k in kernel]
+        raise TypeError("kernel must be a name for make_kernel (e.g. 'rbf', 'linear', 'rbf+bias'), a gpytorch "
+                        f"Kernel (copied for every view) or a list of one kernel per view; got {kernel!r}")
+
+    # -- fitting --------------------------------------------------------------------------------
+    def _fit_views(self, names: list[str], arrays: list[np.ndarray]):
+        dtype, device = self._check_params()
+        N = arrays[0].shape[0]
+        Q = int(self.latent_dim)
+        if N < 2:
+            raise ValueError(f"need at least 2 rows, got {N}")
+        M = int(self.num_inducing)
+        if M > N:
+            warnings.warn(f"num_inducing={M} is more than the {N} data points; using {N}", RuntimeWarning,
+                          stacklevel=3)
+            M = N
+        prepared = [centre_view(Y, name) for name, Y in zip(names, arrays)]
+        centred = [p[0] for p in prepared]
+        X0 = init_latent(self.init, names, centred, Q, self.seed)  # [N, Q]
+        rng = as_rng(self.seed)
+        Z0 = X0[rng.choice(N, size=M, replace=False)]  # [M, Q]
+        n_z = len(names) if getattr(self, "inducing", "shared") == "per_view" else 1
+        variances = [float(np.square(Y).sum() / Y.size) for Y in centred]  # mean column variance per view
+        noise = np.array([var / self.snr for var in variances])
+        floor = np.minimum(1e-6 * np.array(variances), 0.1 * noise)
+
+        def tensor(a):
+            return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
+
+        self.module_ = LatentGPModule(
+            outputs=[tensor(Y) for Y in centred],
+            q_mean=tensor(X0), q_variance=torch.full((N, Q), float(self.init_variance), dtype=dtype, device=device),
+            inducing_inputs=tensor(np.repeat(Z0[None], n_z, axis=0)),
+            kernels=self._make_kernels(len(names), variances, dtype, device),
+            noise=tensor(noise), noise_floor=tensor(floor), jitter=self._jitter(dtype))
+        self.view_names_ = tuple(names)
+        self.n_features_in_ = {name: Y.shape[1] for name, Y in zip(names, arrays)}
+        self.output_means_ = {name: p[1] for name, p in zip(names, prepared)}
+        self.kept_columns_ = {name: p[2] for name, p in zip(names, prepared)}
+        self.history_ = np.zeros(0)
+        self.history_seconds_ = np.zeros(0)
+        self.n_warmup_ = 0
+        self.n_iter_ = 0
+        self.converged_ = False
+        self._optimise(self.max_iter)
+        return self
+
+    def _optimise(self, max_iter: int):
+        """Warm-up with the noise fixed (GPy issue #286: otherwise the noise may absorb the signal),
+        then all parameters; ``max_iter`` bound evaluations in all."""
+        module = self.module_
+        history = list(self.history_)
+        seconds = list(self.history_seconds_)
+        params = [p for name, p in module.named_parameters() if name != "raw_noise"]
+
+        def closure():
+            bound = module()
+            (-bound).backward()
+            return bound.item()
+
+        warmup = min(int(self.warmup_iters), int(max_iter)) if self.n_iter_ == 0 else 0
+        phases = [(params, warmup, f"{self._method} warm-up"),
+                  (params + [module.raw_noise], int(max_iter) - warmup, self._method)]
+        for phase_params, budget, desc in phases:
+            if budget <= 0:
+                continue
+            frozen = [p for p in module.parameters() if all(p is not q for q in phase_params)]
+            for p in frozen:
+                p.requires_grad_(False)
+            offset = seconds[-1] if seconds else 0.0
+            times: list = []
+            try:
+                result = _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget,
+                                         tol=self.tol, learning_rate=self.learning_rate, history=history,
+                                         times=times, progress=self.progress, desc=desc)
+            finally:
+                for p in frozen:
+                    p.requires_grad_(True)
+                seconds.extend(offset + t for t in times)
+                self.history_ = np.asarray(history, dtype=np.float64)
+                self.history_seconds_ = np.asarray(seconds, dtype=np.float64)
+                self.n_iter_ = len(history)
+            if desc.endswith("warm-up"):
+                self.n_warmup_ = result.n_evals
+            self.converged_ = result.converged
+            if result.interrupted:
+                break
+        return self
+
+    # -- results --------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "module_"):
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _view_index(self, view) -> int:
+        self._check_fitted()
+        if isinstance(view, (int, np.integer)) and not isinstance(view, bool):
+            if not -len(self.view_names_) <= view < len(self.view_names_):
+                raise IndexError(f"view index {view} out of range for {len(self.view_names_)} views")
+            return int(view) % len(self.view_names_)
+        if view not in self.view_names_:
+            raise KeyError(f"no view named {view!r}; views are {list(self.view_names_)}")
+        return self.view_names_.index(view)
+
+    def elbo(self) -> float:
+        """The variational lower bound on log p(Y) at the current parameters (the KL included)."""
+        self._check_fitted()
+        with torch.no_grad():
+            return float(self.module_())
+
+    @property
+    def relevance_(self) -> dict[str, np.ndarray]:
+        """ARD relevance weights [Q] per view (variance / lengthscale^2 for RBF; see ``ard_relevance``)."""
+        self._check_fitted()
+        Q = int(self.module_.q_mean.shape[1])
+        return {name: ard_relevance(k, Q).detach().cpu().numpy()
+                for name, k in zip(self.view_names_, self.module_.kernels)}
+
+    def _active(self, threshold: float) -> dict[str, np.ndarray]:
+        if not 0 <= threshold < 1:
+            raise ValueError(f"threshold is relative to the largest relevance of a view; it must be in [0, 1), "
+                             f"got {threshold!r}")
+        out = {}
+        for name, rel in self.relevance_.items():
+            top = rel.max()
+            out[name] = rel > threshold * top if top > 0 else np.zeros(rel.shape, dtype=bool)
+        return out
+
+    @property
+    def latent_(self) -> LatentEmbedding:
+        """q(X) as a LatentEmbedding: the same means and variances for every view."""
+        self._check_fitted()
+        mean = self.module_.q_mean.detach().cpu().numpy()
+        var = self.module_.q_variance.detach().cpu().numpy()
+        return LatentEmbedding(means={v: mean for v in self.view_names_},
+                               variances={v: var for v in self.view_names_},
+                               shared_dims=self._shared(self._default_threshold), method=self._method,
+                               info={"elbo": self.elbo(), "relevance": self.relevance_})
+
+    _default_threshold = 0.05
+
+    def _shared(self, threshold):
+        active = self._active(threshold)
+        return np.flatnonzero(np.logical_and.reduce(list(active.values())))
+
+    @property
+    def noise_variance_(self) -> dict[str, float]:
+        """Noise variance per view (of the centred outputs)."""
+        self._check_fitted()
+        return {name: float(n) for name, n in zip(self.view_names_, self.module_.noise.detach().cpu())}
+
+    # -- prediction and inference ---------------------------------------------------------------
+    def _tensor(self, array):
+        p = self.module_.q_mean
+        return torch.tensor(np.asarray(array, dtype=np.float64), dtype=p.dtype, device=p.device)  # a copy
+
+    def _predict(self, view, X, X_variance=None, include_noise=True, chunk_size=256):
+        v = self._view_index(view)
+        name = self.view_names_[v]
+        Q = self.module_.q_mean.shape[1]
+        X = check_view(X, "X")
+        if X.shape[1] != Q:
+            raise ValueError(f"X has {X.shape[1]} columns, the latent space has {Q}")
+        S = np.zeros_like(X) if X_variance is None else check_view(X_variance, "X_variance")
+        if S.shape != X.shape:
+            raise ValueError(f"X_variance must have the shape of X {X.shape}, got {S.shape}")
+        if (S < 0).any():
+            raise ValueError("X_variance must be non-negative")
+        module = self.module_
+        kernel, Z = module.kernels[v], module.inducing(v)
+        keep = self.kept_columns_[name]
+        with torch.no_grad():
+            post = module.posterior(v)
+            alpha, W = post.alpha, post.woodbury_inv  # [M, D], [M, M]
+            means, variances = [], []
+            Xt, St = self._tensor(X), self._tensor(S)
+            for start in range(0, X.shape[0], chunk_size):
+                # moments of f under q(x*) = N(X, diag(S)) (S = 0: exact GP predictions)
+                stats = psi_statistics(kernel, Xt[start:start + chunk_size], St[start:start + chunk_size], Z,
+                                       per_point=True)
+                mean = stats.psi1 @ alpha  # [n, D]
+                second = torch.einsum("md,nmk,kd->nd", alpha, stats.psi2, alpha)  # alpha_d' psi2_n alpha_d
+                shared = stats.psi0 - (stats.psi2 * W).sum((-2, -1))  # psi0_n - tr(W psi2_n)   [n]
+                var = (second - mean.square() + shared[:, None]).clamp_min(0.0)
+                if include_noise:
+                    var = var + module.noise[v]
+                means.append(mean)
+                variances.append(var)
+            mean = torch.cat(means).cpu().numpy()
+            var = torch.cat(variances).cpu().numpy()
+        out_mean = np.tile(self.output_means_[name], (X.shape[0], 1))  # [n, D]
+        out_var = np.zeros_like(out_mean)
+        out_mean[:, keep] += mean
+        out_var[:, keep] = var
+        return out_mean, out_var
+
+    def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=256):
+        from .inference import infer_latent
+
+        v = self._view_index(view)
+        name = self.view_names_[v]
+        Y_new = check_view(Y_new, name)
+        if Y_new.shape[1] != self.n_features_in_[name]:
+            raise ValueError(f"view {name!r}: new rows have {Y_new.shape[1]} columns, the model was fitted "
+                             f"with {self.n_features_in_[name]}")
+        keep = self.kept_columns_[name]
+        Yc = self._tensor(Y_new[:, keep] - self.output_means_[name][keep])
+        mean, var = infer_latent(self.module_, v, Yc, max_iter=max_iter, tol=tol,
+                                 progress=self.progress if progress is None else progress, chunk_size=chunk_size,
+                                 desc=f"infer {name}")
+        return mean.detach().cpu().numpy(), var.detach().cpu().numpy()
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fitted model to one ``.npz`` file: tensors and JSON metadata, no pickle.
+
+        See :func:`bayesalign.gp.io.save_model`.
+        """
+        from .io import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path, device=None):
+        """Read a model written by :meth:`save` (never unpickles; loading runs no code from the file)."""
+        from .io import load_model
+
+        model = load_model(path, device=device)
+        if not isinstance(model, cls):
+            raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
+        return model

@@ -1,0 +1,207 @@
+"""The fitting loop shared by every model of ``bayesalign.gp``: maximise a bound over torch parameters.
+
+L-BFGS (scipy's L-BFGS-B on the flattened parameters) by default, Adam as an option. The loop
+keeps the best parameters seen, so that
+
+- a NaN or inf in the bound or its gradient stops the fit with the best parameters restored and a
+  :class:`NonFiniteBoundError` that says where it happened;
+- ``KeyboardInterrupt`` stops the fit with the best parameters restored and a warning (no error);
+- after a normal stop the parameters are those of the best evaluation (a line-search trial may be
+  the last one evaluated, not the best).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
+
+
+class NonFiniteBoundError(FloatingPointError):
+    """The bound (or its gradient) became NaN or infinite during a fit; the best parameters were restored."""
+
+
+class _Stop(Exception):
+    """Internal: the evaluation budget is spent."""
+
+
+@dataclass
+class OptimResult:
+    """What one call of :func:`maximize` did."""
+
+    n_evals: int
+    best: float
+    converged: bool
+    interrupted: bool
+    seconds: float
+    message: str = ""
+
+
+class _Tracker:
+    """Counts evaluations, records the bound, keeps a copy of the best parameters, drives tqdm."""
+
+    def __init__(self, params, history, times, max_evals, progress, desc):
+        self.params = list(params)
+        self.history = history
+        self.times = times
+        self.start = time.perf_counter()
+        self.max_evals = max_evals
+        self.n_evals = 0
+        self.best = -math.inf
+        self.best_params = [p.detach().clone() for p in self.params]
+        self.bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=max_evals, desc=desc, leave=False)
+
+    def record(self, value: float, grads_finite: bool = True):
+        self.n_evals += 1
+        if not (math.isfinite(value) and grads_finite):
+            what = "bound" if not math.isfinite(value) else "gradient of the bound"
+            raise NonFiniteBoundError(
+                f"the {what} became {value if not math.isfinite(value) else 'non-finite'} at evaluation "
+                f"{len(self.history) + 1}; the best parameters so far (bound {self.best:.6g}) were restored. "
+                "Try a larger noise lower bound (snr), standardised data, or optimizer='adam' with a "
+                "smaller learning rate.")
+        self.history.append(value)
+        if self.times is not None:
+            self.times.append(time.perf_counter() - self.start)
+        if value > self.best:
+            self.best = value
+            for saved, p in zip(self.best_params, self.params):
+                saved.copy_(p.detach())
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(bound=f"{value:.6g}", refresh=False)
+
+    def restore(self):
+        with torch.no_grad():
+            for saved, p in zip(self.best_params, self.params):
+                p.copy_(saved)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, method: str = "lbfgs",
+             max_evals: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01, history: list | None = None,
+             times: list | None = None, progress: bool = False, desc: str = "fit") -> OptimResult:
+    """Maximise a bound over ``params``; the parameters end at the best evaluation.
+
+    Parameters
+    ----------
+    closure : callable () -> float
+        Evaluates the bound at the current parameters and accumulates the gradient of the
+        *negative* bound into ``p.grad`` (the loop zeroes the gradients before each call).
+    params : sequence of leaf tensors with ``requires_grad=True``
+    method : {"lbfgs", "adam"}
+        "lbfgs": scipy's L-BFGS-B (no bounds; the parameters are unconstrained raw values);
+        stops when the relative change of the bound per iteration is below ``tol`` or the
+        projected gradient is below 1e-8 (scipy's ``ftol`` / ``gtol``). "adam": torch's Adam with
+        ``learning_rate``; stops when the best bound improved by less than ``tol * |bound|`` over
+        the last 100 steps.
+    max_evals : int
+        Most bound+gradient evaluations.
+    history : list, optional
+        The bound of every evaluation is appended to it.
+    times : list, optional
+        The seconds since the start of this call at every evaluation are appended to it.
+    progress : bool
+        Show a tqdm bar with the current bound.
+
+    Returns
+    -------
+    OptimResult
+    """
+    params = [p for p in params if p.requires_grad]
+    history = [] if history is None else history
+    tracker = _Tracker(params, history, times, max_evals, progress, desc)
+    start = tracker.start
+    converged, interrupted, message = False, False, ""
+
+    def evaluate() -> float:
+        if tracker.n_evals >= max_evals:
+            raise _Stop
+        for p in params:
+            p.grad = None
+        value = float(closure())
+        finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)
+        tracker.record(value, finite)
+        return value
+
+    try:
+        if not params or max_evals <= 0:
+            message = "nothing to optimise"
+        elif method == "lbfgs":
+            converged, message = _run_lbfgsb(evaluate, params, max_evals, tol)
+        elif method == "adam":
+            converged, message = _run_adam(evaluate, params, max_evals, tol, learning_rate, history)
+        else:
+            raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {method!r}")
+    except _Stop:
+        message = f"reached {max_evals} evaluations"
+    except KeyboardInterrupt:
+        interrupted = True
+        message = "interrupted"
+        warnings.warn(f"fit interrupted after {tracker.n_evals} evaluations; keeping the best parameters so "
+                      f"far (bound {tracker.best:.6g})", RuntimeWarning, stacklevel=2)
+    except BaseException:
+        tracker.restore()
+        tracker.close()
+        raise
+    tracker.restore()
+    tracker.close()
+    return OptimResult(n_evals=tracker.n_evals, best=tracker.best, converged=converged,
+                       interrupted=interrupted, seconds=time.perf_counter() - start, message=message)
+
+
+def _flatten(tensors) -> np.ndarray:
+    return np.concatenate([t.detach().reshape(-1).cpu().numpy().astype(np.float64) for t in tensors])
+
+
+def _run_lbfgsb(evaluate, params, max_evals, tol):
+    from scipy.optimize import minimize
+
+    shapes = [p.shape for p in params]
+    sizes = [p.numel() for p in params]
+
+    def unflatten_into(x):
+        offset = 0
+        with torch.no_grad():
+            for p, shape, size in zip(params, shapes, sizes):
+                p.copy_(torch.as_tensor(x[offset:offset + size], dtype=p.dtype, device=p.device).reshape(shape))
+                offset += size
+
+    def fun(x):
+        unflatten_into(x)
+        value = evaluate()
+        grad = _flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
+        return -value, grad
+
+    result = minimize(fun, _flatten(params), jac=True, method="L-BFGS-B",
+                      options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
+                               "maxcor": 10})
+    message = str(result.message)
+    return bool(result.success) and "CONVERGENCE" in message.upper(), message
+
+
+def _run_adam(evaluate, params, max_evals, tol, learning_rate, history):
+    optimizer = torch.optim.Adam(params, lr=learning_rate)
+    window = 100
+    best_at = []
+    for _ in range(max_evals):
+        evaluate()
+        optimizer.step()
+        best_at.append(max(history[-1], best_at[-1]) if best_at else history[-1])
+        if len(best_at) > window and best_at[-1] - best_at[-1 - window] <= tol * max(abs(best_at[-1]), 1.0):
+            return True, f"best bound improved by less than tol over {window} steps"
+    return False, f"reached {max_evals} evaluations"

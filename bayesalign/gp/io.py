@@ -1,0 +1,122 @@
+"""Save and load fitted BayesianGPLVM / MRD models: one ``.npz`` file of arrays plus JSON metadata.
+
+No pickle anywhere: the tensors of the model's state dict are stored as plain numpy arrays
+(``np.savez``; read back with ``allow_pickle=False``), the metadata (class name, constructor
+parameters, view names, fit history) as a JSON string. Loading builds the model from a fixed list
+of classes and kernel names, so a file can never make the loader run code. Round trips are exact:
+the raw parameter values are stored bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .._utils import atomic_write
+
+__all__ = ["load_model", "save_model"]
+
+FORMAT = "bayesalign.gp"
+FORMAT_VERSION = 1
+
+
+def _classes():
+    from .bgplvm import BayesianGPLVM
+    from .mrd import MRD
+
+    return {"MRD": MRD, "BayesianGPLVM": BayesianGPLVM}
+
+
+def _json_params(model) -> dict:
+    params = model.get_params(deep=False)
+    if not isinstance(params["kernel"], str):
+        raise TypeError("only models whose kernel was given by name (e.g. 'rbf', 'linear+bias') can be saved; "
+                        f"this one has {type(params['kernel']).__name__}")
+    params["init"] = params["init"] if isinstance(params["init"], str) else None  # arrays are not needed again
+    params["dtype"] = str(params["dtype"]).replace("torch.", "")
+    params["device"] = None if params["device"] is None else str(params["device"])
+    seed = params["seed"]
+    params["seed"] = int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
+    return params
+
+
+def save_model(model, path) -> None:
+    """Write a fitted model to ``path`` (an ``.npz`` file; written atomically).
+
+    Stored: every tensor of ``model.module_.state_dict()`` (raw parameters, constraint bounds, the
+    centred training outputs), the column means and kept-column masks of each view, the bound
+    history, and JSON metadata.
+    """
+    model._check_fitted()
+    module = model.module_
+    meta = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "class": type(model).__name__,
+        "params": _json_params(model), "view_names": list(model.view_names_),
+        "n_features": {k: int(v) for k, v in model.n_features_in_.items()},
+        "jitter": module.jitter, "n_iter": int(model.n_iter_), "n_warmup": int(model.n_warmup_),
+        "converged": bool(model.converged_),
+    }
+    arrays = {"meta": np.array(json.dumps(meta)), "history": np.asarray(model.history_, dtype=np.float64),
+              "history_seconds": np.asarray(model.history_seconds_, dtype=np.float64)}
+    for key, value in module.state_dict().items():
+        arrays[f"state/{key}"] = value.detach().cpu().numpy()
+    for i, name in enumerate(model.view_names_):
+        arrays[f"output_means/{i}"] = model.output_means_[name]
+        arrays[f"kept_columns/{i}"] = model.kept_columns_[name]
+    with atomic_write(Path(path), "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def load_model(path, device=None):
+    """Read a model written by :func:`save_model` (or ``model.save``); returns MRD or BayesianGPLVM.
+
+    Parameters
+    ----------
+    path : str or Path
+    device : str or torch.device, optional
+        Where to put the tensors (default: the ``device`` the model was fitted with, else CPU).
+    """
+    from ._model import LatentGPModule, resolve_dtype
+    from .kernels import make_kernel
+
+    with np.load(Path(path), allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    try:
+        meta = json.loads(str(arrays.pop("meta")))
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{path} is not a bayesalign.gp model file (no readable metadata)") from exc
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported format {meta.get('format')!r} version {meta.get('format_version')!r}")
+    classes = _classes()
+    if meta["class"] not in classes:
+        raise ValueError(f"{path}: unknown model class {meta['class']!r}")
+    params = dict(meta["params"])
+    params["dtype"] = dtype = resolve_dtype(params["dtype"])
+    model = classes[meta["class"]](**params)
+    device = torch.device(device if device is not None else (params["device"] or "cpu"))
+    state = {key[len("state/"):]: torch.as_tensor(value).to(device)
+             for key, value in arrays.items() if key.startswith("state/")}
+    names = list(meta["view_names"])
+    V = len(names)
+    Q = int(state["q_mean"].shape[1])
+    module = LatentGPModule(
+        outputs=[state[f"outputs_{v}"] for v in range(V)], q_mean=state["q_mean"],
+        q_variance=torch.ones_like(state["q_mean"]), inducing_inputs=state["inducing_inputs"],
+        kernels=[make_kernel(params["kernel"], Q, dtype=dtype).to(device) for _ in range(V)],
+        noise=2.0 * state["raw_noise_constraint.lower_bound"].expand(V).clone(),
+        noise_floor=state["raw_noise_constraint.lower_bound"], jitter=float(meta["jitter"]))
+    module.load_state_dict(state, strict=True)
+    model.module_ = module
+    model.view_names_ = tuple(names)
+    model.n_features_in_ = {k: int(v) for k, v in meta["n_features"].items()}
+    model.output_means_ = {name: arrays[f"output_means/{v}"] for v, name in enumerate(names)}
+    model.kept_columns_ = {name: arrays[f"kept_columns/{v}"].astype(bool) for v, name in enumerate(names)}
+    model.history_ = arrays["history"]
+    model.history_seconds_ = arrays["history_seconds"]
+    model.n_iter_ = int(meta["n_iter"])
+    model.n_warmup_ = int(meta["n_warmup"])
+    model.converged_ = bool(meta["converged"])
+    return model

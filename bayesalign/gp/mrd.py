@@ -1,0 +1,181 @@
+"""MRD: Manifold Relevance Determination (Damianou, Ek, Titsias & Lawrence, ICML 2012)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._model import LatentGPBase, as_paired_views
+
+__all__ = ["MRD"]
+
+
+class MRD(LatentGPBase):
+    r"""Manifold Relevance Determination: one latent space, one ARD Gaussian process per view.
+
+    The views y^(v) [N, D_v] share a latent X [N, Q] with prior N(0, I); view v is
+    ``y_n^(v) = f^(v)(x_n) + eps``, ``f^(v) ~ GP(0, k^(v))`` with an ARD kernel of its own, and
+    ``eps ~ N(0, sigma_v^2 I)``. q(X) = prod_n N(mu_n, diag S_n) is shared by all views and fitted
+    by maximising (Damianou et al. 2012, eq. 4; Titsias & Lawrence 2010, eq. 14-18)
+
+        F = sum_v F_v(q(X), Z_v, k^(v), sigma_v^2) - KL(q(X) || N(0, I)),
+
+    each F_v the collapsed bound of :func:`bayesalign.gp.bound.collapsed_bound` with analytic
+    psi-statistics. The ARD weights of each view's kernel (``relevance_``) switch latent dimensions
+    on or off per view, which splits the latent space into shared and private parts.
+
+    The outputs of each view are centred (the column means are stored in ``output_means_`` and
+    added back by :meth:`predict`); they are not scaled, so the noise and signal variances are in
+    the units of the data. Constant columns are dropped with a warning.
+
+    Parameters
+    ----------
+    latent_dim : int
+        Q, the number of latent dimensions.
+    num_inducing : int
+        M inducing inputs (capped at the number of rows with a warning).
+    kernel : str, gpytorch Kernel or list of kernels
+        A name for :func:`bayesalign.gp.kernels.make_kernel` ("rbf" = ScaleKernel(RBF-ARD), "linear",
+        "rbf+bias", ...), a kernel copied for every view, or one kernel per view. The signal variance
+        of a named kernel starts at the mean column variance of its view.
+    init : {"pca", "pca_split", "random"}, LatentEmbedding or array (N, Q)
+        Initial q(X) means. "pca": PCA of the concatenated views, each centred and scaled to unit
+        total variance; "pca_split": the Q dimensions split between the views, each part the PCA of
+        its view; "random": standard normal (seeded). PCA scores are divided by one common factor
+        (the largest component gets unit variance). A LatentEmbedding (e.g. from a spectral method)
+        gives the mean of its views' coordinates, centred and scaled the same way; an array is used
+        as given.
+    init_variance : float
+        Initial q(X) variance of every point and dimension.
+    snr : float
+        Initial signal-to-noise ratio: noise variance = mean column variance / snr, per view.
+    warmup_iters : int
+        Bound evaluations with the noise variances held fixed before all parameters are freed
+        (otherwise the noise can absorb the signal early on, GPy issue #286).
+    optimizer : {"lbfgs", "adam"}
+        scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
+    max_iter : int
+        Most bound evaluations in all, the warm-up included.
+    tol : float
+        L-BFGS stops when the relative change of the bound per iteration is below ``tol``.
+    learning_rate : float
+        Adam's step size.
+    inducing : {"shared", "per_view"}
+        One set of inducing inputs for all views or one per view.
+    jitter : float, optional
+        Added to the diagonal of Kuu relative to its mean diagonal (default 1e-8 in float64,
+        1e-6 in float32); more is added, with a warning, if a Cholesky factorisation fails.
+    seed : int, Generator or None
+        For the inducing inputs (a random subset of the initial means) and init="random".
+    device : str or torch.device, optional
+        Where all tensors live ("cpu" by default, "cuda", ...).
+    dtype : torch.dtype or str
+        float64 (default) or float32. In float32 the psi-statistics are about twice as fast, the
+        M x M algebra of the bound still runs in float64; but a summed psi2 rounded to float32 can
+        lose positive definiteness against an ill-conditioned Kuu (small noise, many inducing
+        inputs), which stops the fit with a ``NotPSDError``.
+    progress : bool
+        Show a tqdm progress bar with the bound.
+
+    Attributes
+    ----------
+    module_ : LatentGPModule
+        The torch module with every parameter.
+    view_names_ : tuple of str
+    history_ : array
+        The bound at every evaluation (warm-up first: ``n_warmup_`` of them).
+    history_seconds_ : array
+        Seconds since the start of the fit at every evaluation.
+    n_iter_ : int
+        Number of bound evaluations.
+    converged_ : bool
+        Whether the last optimisation phase stopped on its tolerance.
+    relevance_ : dict view -> array [Q]
+        ARD relevance weights (variance / lengthscale^2 for RBF).
+    latent_ : LatentEmbedding
+        q(X) means and variances (the same for every view), ``shared_dims`` at threshold 0.05.
+    noise_variance_ : dict view -> float
+    output_means_, kept_columns_ : dict view -> array [D_v]
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.linspace(0, 2 * np.pi, 40)[:, None]
+    >>> rng = np.random.default_rng(0)
+    >>> views = {"a": np.hstack([np.sin(t), np.cos(2 * t)]) @ rng.normal(size=(2, 6)),
+    ...          "b": np.hstack([np.sin(t), np.cos(3 * t)]) @ rng.normal(size=(2, 5))}
+    >>> mrd = MRD(latent_dim=3, num_inducing=10, max_iter=50, warmup_iters=10, progress=False, seed=0).fit(views)
+    >>> mrd.latent_.means["a"].shape, sorted(mrd.relevance_)
+    ((40, 3), ['a', 'b'])
+    >>> mean, var = mrd.infer("b", views["b"][:5])
+    >>> mean.shape
+    (5, 3)
+    """
+
+    _method = "MRD"
+
+    def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", init="pca",
+                 init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 300,
+                 optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
+                 inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
+                 dtype=torch.float64, progress: bool = True):
+        self.latent_dim = latent_dim
+        self.num_inducing = num_inducing
+        self.kernel = kernel
+        self.init = init
+        self.init_variance = init_variance
+        self.snr = snr
+        self.warmup_iters = warmup_iters
+        self.optimizer = optimizer
+        self.max_iter = max_iter
+        self.tol = tol
+        self.learning_rate = learning_rate
+        self.inducing = inducing
+        self.jitter = jitter
+        self.seed = seed
+        self.device = device
+        self.dtype = dtype
+        self.progress = progress
+
+    def fit(self, views, y=None) -> MRD:
+        """Fit to paired views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
+
+        Every view must have the same number of rows (row i of every view is the same point).
+        """
+        names, arrays = as_paired_views(views)
+        return self._fit_views(names, arrays)
+
+    def shared_dims(self, threshold: float = 0.05) -> np.ndarray:
+        """Latent dimensions relevant to every view.
+
+        A dimension is relevant to a view when its relevance divided by the view's largest
+        relevance exceeds ``threshold``.
+        """
+        return self._shared(threshold)
+
+    def private_dims(self, view, threshold: float = 0.05) -> np.ndarray:
+        """Latent dimensions relevant to ``view`` and to no other view (see :meth:`shared_dims`)."""
+        name = self.view_names_[self._view_index(view)]
+        active = self._active(threshold)
+        others = [a for k, a in active.items() if k != name]
+        other_any = np.logical_or.reduce(others) if others else np.zeros_like(active[name])
+        return np.flatnonzero(active[name] & ~other_any)
+
+    def predict(self, view, X, X_variance=None, include_noise: bool = True):
+        """Posterior mean and variance [n, D_v] of view ``view``'s outputs at latent points X [n, Q].
+
+        With ``X_variance`` [n, Q] the inputs are uncertain, x ~ N(X, diag(X_variance)), and the
+        moments are exact under that q(x) (via per-point psi-statistics). The variance is that of
+        f plus, with ``include_noise``, the view's noise variance. Constant training columns are
+        predicted as their constant with variance 0.
+        """
+        return self._predict(view, X, X_variance, include_noise)
+
+    def infer(self, view, Y_new, max_iter: int = 500, tol: float = 1e-10, progress: bool | None = None):
+        """q(x*) = N(mean, diag(variance)) [n, Q] for new rows ``Y_new`` seen in ``view`` only.
+
+        The trained model is fixed; only q(x*) is optimised, against the named view's bound term
+        with its optimal q(u) fixed (see :mod:`bayesalign.gp.inference`). No other view's kernel
+        or data enters: dimensions private to other views come back at the prior N(0, 1).
+        """
+        return self._infer(view, Y_new, max_iter=max_iter, tol=tol, progress=progress)

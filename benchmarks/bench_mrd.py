@@ -1,0 +1,200 @@
+"""MRD speed: bayesalign against GPy, side by side in one run, single-threaded for both.
+
+Reference workload (issue 4): 2 views, N=100, D=20 each, Q=5, M=20, RBF-ARD kernels. Both
+libraries get the same centred data, the same noise initialisation (mean column variance / 100 per
+view) held fixed for the first 300 evaluations, and 1000 L-BFGS-B evaluations in all; each uses
+its own default initialisation of q(X) (PCA of the concatenated views) and inducing inputs. The
+script prints each library's final bound and seconds, our time to reach GPy's final bound, and the
+time of one bound+gradient evaluation of each.
+
+Larger workload: N=2000, D=100 per view, Q=10, M=100 (ours; ``--gpy-large`` also times one GPy
+evaluation): full fit time, seconds per evaluation and the peak resident memory.
+
+Data (``make_views``, deterministic): t = linspace(0, 4 pi, N); three latent signals
+sin(t), cos(2.5 t), sin(1.7 t + 1), each plus N(0, 0.1^2) noise; view "a" is a random linear map
+(standard normal weights) of signals (1, 2) to D dimensions, view "b" of signals (1, 3); both plus
+N(0, 0.1^2) noise; numpy ``default_rng(seed)`` draws everything in that order. So the shared
+signal is sin(t) and each view has one private signal (the toy data of the MAD paper, section 4).
+
+Run:  python benchmarks/bench_mrd.py [--large] [--gpy-large] [--threads-large 2]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # before numpy / torch are imported: single-threaded BLAS for both libraries
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from bayesalign.gp import MRD  # noqa: E402
+
+
+def make_views(N: int = 100, D: int = 20, seed: int = 0) -> dict[str, np.ndarray]:
+    """One shared and one private latent signal per view, linearly mapped to D dims (see module doc)."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 4 * np.pi, N)
+    signals = np.c_[np.sin(t), np.cos(2.5 * t), np.sin(1.7 * t + 1)] + 0.1 * rng.normal(size=(N, 3))
+    Ya = signals[:, [0, 1]] @ rng.normal(size=(2, D)) + 0.1 * rng.normal(size=(N, D))
+    Yb = signals[:, [0, 2]] @ rng.normal(size=(2, D)) + 0.1 * rng.normal(size=(N, D))
+    return {"a": Ya - Ya.mean(0), "b": Yb - Yb.mean(0)}
+
+
+def _noise_init(Y, snr=100.0):
+    return float(np.square(Y).sum() / Y.size) / snr
+
+
+def fit_gpy(views, Q, M, max_evals, warmup, seed=0):
+    """GPy's MRD with the same schedule; returns (bound, seconds, trace [(seconds, bound)], per-eval s)."""
+    import GPy
+
+    np.random.seed(seed)
+    Ylist = list(views.values())
+    start = time.perf_counter()
+    model = GPy.models.MRD(Ylist, input_dim=Q, num_inducing=M)
+    for b, Y in zip(model.bgplvms, Ylist):
+        b.likelihood.variance = _noise_init(Y)
+        b.likelihood.variance.fix()
+    trace = []
+    objective = model._objective_grads
+
+    def recorded(x):
+        f, g = objective(x)
+        trace.append((time.perf_counter() - start, -float(f)))
+        return f, g
+
+    model._objective_grads = recorded
+    model.optimize("lbfgsb", max_iters=warmup)
+    for b in model.bgplvms:
+        b.likelihood.variance.unfix()
+    model.optimize("lbfgsb", max_iters=max_evals - warmup)
+    seconds = time.perf_counter() - start
+    model._objective_grads = objective
+    x = model.optimizer_array.copy()
+    bound = -float(np.asarray(model._objective_grads(x)[0]).reshape(-1)[0])
+    reps = 30
+    t0 = time.perf_counter()
+    for i in range(reps):
+        model._objective_grads(x + 1e-9 * i)
+    per_eval = (time.perf_counter() - t0) / reps
+    return bound, seconds, trace, per_eval
+
+
+def per_eval_seconds(model, reps=30):
+    module = model.module_
+
+    def evaluate():
+        for p in module.parameters():
+            p.grad = None
+        bound = module()
+        (-bound).backward()
+
+    evaluate()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        evaluate()
+    return (time.perf_counter() - t0) / reps
+
+
+def fit_ours(views, Q, M, max_evals, warmup, seed=0):
+    start = time.perf_counter()
+    model = MRD(latent_dim=Q, num_inducing=M, max_iter=max_evals, warmup_iters=warmup, seed=seed,
+                progress=False).fit(views)
+    seconds = time.perf_counter() - start
+    setup = seconds - (model.history_seconds_[-1] if model.n_iter_ else 0.0)
+    return model, seconds, setup
+
+
+def reference(args):
+    torch.set_num_threads(1)
+    views = make_views(100, 20, seed=args.seed)
+    Q, M, evals, warmup = 5, 20, args.evals, args.warmup
+    print(f"reference workload: 2 views, N=100, D=20, Q={Q}, M={M}, RBF-ARD, {evals} L-BFGS-B evaluations "
+          f"({warmup} with the noise fixed), single-threaded")
+    have_gpy = True
+    try:
+        import GPy  # noqa: F401
+    except ImportError:
+        have_gpy = False
+        print("GPy is not installed: only our numbers")
+    if have_gpy:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g_bound, g_seconds, g_trace, g_eval = fit_gpy(views, Q, M, evals, warmup, seed=args.seed)
+        print(f"  GPy        bound {g_bound:10.3f}   {g_seconds:7.2f} s   {len(g_trace)} evaluations   "
+              f"{1e3 * g_eval:6.2f} ms per bound+gradient")
+    model, seconds, setup = fit_ours(views, Q, M, evals, warmup, seed=args.seed)
+    o_eval = per_eval_seconds(model)
+    print(f"  bayesalign bound {model.elbo():10.3f}   {seconds:7.2f} s   {model.n_iter_} evaluations   "
+          f"{1e3 * o_eval:6.2f} ms per bound+gradient")
+    if have_gpy:
+        reached = np.flatnonzero(model.history_ >= g_bound - 1e-9)
+        if reached.size:
+            i = int(reached[0])
+            t_ours = setup + model.history_seconds_[i]
+            print(f"  bayesalign reaches GPy's final bound {g_bound:.3f} at evaluation {i + 1}, after {t_ours:.2f} s: "
+                  f"{g_seconds / t_ours:.1f}x faster than GPy's {g_seconds:.2f} s")
+        else:
+            print(f"  bayesalign did not reach GPy's final bound {g_bound:.3f} (best {model.history_.max():.3f})")
+        g_reached = [t for t, b in g_trace if b >= model.elbo() - 1e-9]
+        if g_reached:
+            print(f"  GPy reaches our final bound after {g_reached[0]:.2f} s")
+        print(f"  per evaluation: bayesalign is {g_eval / o_eval:.1f}x faster")
+
+
+def large(args):
+    torch.set_num_threads(args.threads_large)
+    N, D, Q, M = 2000, 100, 10, 100
+    views = make_views(N, D, seed=args.seed)
+    print(f"larger workload: 2 views, N={N}, D={D}, Q={Q}, M={M}, {args.large_evals} evaluations "
+          f"({args.warmup} with the noise fixed), torch threads={args.threads_large}")
+    model, seconds, setup = fit_ours(views, Q, M, args.large_evals, min(args.warmup, args.large_evals // 2),
+                                     seed=args.seed)
+    o_eval = per_eval_seconds(model, reps=3)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  bayesalign bound {model.elbo():12.3f}   {seconds:7.2f} s   {model.n_iter_} evaluations   "
+          f"{o_eval:6.3f} s per bound+gradient   peak RSS {rss:.0f} MB")
+    print(f"  relevance a {np.round(model.relevance_['a'] / model.relevance_['a'].max(), 3)}")
+    print(f"  relevance b {np.round(model.relevance_['b'] / model.relevance_['b'].max(), 3)}")
+    if args.gpy_large:
+        import GPy
+
+        np.random.seed(args.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gm = GPy.models.MRD(list(views.values()), input_dim=Q, num_inducing=M)
+            x = gm.optimizer_array.copy()
+            gm._objective_grads(x)
+            t0 = time.perf_counter()
+            for i in range(3):
+                gm._objective_grads(x + 1e-9 * i)
+        print(f"  GPy {(time.perf_counter() - t0) / 3:6.3f} s per bound+gradient")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evals", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--large", action="store_true", help="also run the N=2000 workload")
+    parser.add_argument("--large-evals", type=int, default=300)
+    parser.add_argument("--threads-large", type=int, default=2)
+    parser.add_argument("--gpy-large", action="store_true", help="time one GPy evaluation at N=2000")
+    parser.add_argument("--skip-reference", action="store_true")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()} on {os.cpu_count()} cores (a shared machine inflates all times)")
+    if not args.skip_reference:
+        reference(args)
+    if args.large:
+        large(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+"""Tests of bayesalign.matching: optimal values against brute force, certified sparse solutions,
+myopic matching by hand, Sinkhorn marginals, perturb-and-MAP against a closed form."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.integrate import quad
+from scipy.special import expit
+
+from bayesalign import matching as m
+from bayesalign.data import Alignment
+
+
+# ----------------------------------------------------------------------------------------
+# Brute force references
+# ----------------------------------------------------------------------------------------
+def brute_full(C):
+    """Minimum over injective maps from the smaller side into the larger."""
+    n_a, n_b = C.shape
+    if n_a <= n_b:
+        return min(C[np.arange(n_a), list(p)].sum() for p in itertools.permutations(range(n_b), n_a))
+    return brute_full(C.T)
+
+
+def brute_limited(C, L):
+    """Minimum over partial matchings of sum of pair costs + L/2 per unmatched point."""
+    n_a, n_b = C.shape
+    best = np.inf
+    for size in range(min(n_a, n_b) + 1):
+        for rows in itertools.combinations(range(n_a), size):
+            for cols in itertools.permutations(range(n_b), size):
+                value = C[list(rows), list(cols)].sum() + 0.5 * L * (n_a + n_b - 2 * size)
+                best = min(best, value)
+    return best
+
+
+def objective_of(al: Alignment, C, L=None):
+    value = C[al.index_a, al.index_b].sum()
+    if L is not None:
+        value += 0.5 * L * (C.shape[0] + C.shape[1] - 2 * len(al))
+    return value
+
+
+def is_matching(al: Alignment):
+    return np.unique(al.index_a).size == len(al) and np.unique(al.index_b).size == len(al)
+
+
+# ----------------------------------------------------------------------------------------
+# Dense assignment
+# ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (5, 5), (7, 7), (3, 6), (6, 4), (2, 7)])
+def test_linear_assignment_equals_brute_force(shape):
+    rng = np.random.default_rng(sum(shape))
+    for _ in range(3):
+        C = rng.exponential(size=shape)
+        al = m.linear_assignment(C)
+        assert is_matching(al) and len(al) == min(shape)
+        assert al.info["objective"] == pytest.approx(brute_full(C), rel=1e-12)
+        assert al.info["objective"] == pytest.approx(objective_of(al, C), rel=1e-12)
+        np.testing.assert_allclose(al.costs, C[al.index_a, al.index_b])
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 5), (5, 3), (5, 5), (1, 4)])
+def test_cost_limited_assignment_equals_brute_force_over_partial_matchings(shape):
+    rng = np.random.default_rng(10 + sum(shape))
+    for _ in range(4):
+        C = rng.exponential(size=shape)
+        L = rng.uniform(0.3, 2.5)
+        al = m.linear_assignment(C, cost_limit=L)
+        assert is_matching(al)
+        assert np.all(al.costs < L)
+        assert al.info["objective"] == pytest.approx(brute_limited(C, L), rel=1e-12)
+        assert al.info["objective"] == pytest.approx(objective_of(al, C, L), rel=1e-12)
+
+
+def test_cost_limit_is_not_post_filtering():
+    # The full assignment is the anti-diagonal (3 + 3 = 6 < 1 + 10), both pairs under the limit,
+    # so post-filtering keeps it (objective 6); leaving a1, b1 unmatched costs 1 + 4/2 + 4/2 = 5.
+    C = np.array([[1.0, 3.0], [3.0, 10.0]])
+    al = m.linear_assignment(C, cost_limit=4.0)
+    assert al.pairs.tolist() == [[0, 0]]
+    assert al.info["objective"] == 5.0
+    assert al.unmatched_a.tolist() == [1] and al.unmatched_b.tolist() == [1]
+
+
+def test_maximize_and_forbidden_pairs():
+    S = np.array([[1.0, 5.0, 2.0], [4.0, 1.0, 1.0], [2.0, 2.0, 6.0]])
+    al = m.linear_assignment(S, maximize=True, views=("x", "y"))
+    assert al.to_permutation().tolist() == [1, 0, 2] and al.info["objective"] == 15.0
+    assert al.views == ("x", "y")
+    C = np.array([[np.inf, 1.0], [1.0, 5.0]])
+    assert m.linear_assignment(C).to_permutation().tolist() == [1, 0]
+
+
+def test_bad_costs_raise():
+    with pytest.raises(ValueError, match="row 0, column 1"):
+        m.linear_assignment([[1.0, np.nan]])
+    with pytest.raises(ValueError, match="2-D"):
+        m.linear_assignment([1.0, 2.0])
+    with pytest.raises(ValueError, match="finite"):
+        m.sinkhorn([[1.0, np.inf]])
+    C = np.ones((2, 2))
+    before = C.copy()
+    m.linear_assignment(C, cost_limit=0.5)
+    np.testing.assert_array_equal(C, before)  # never mutates the caller's array
+
+
+# ----------------------------------------------------------------------------------------
+# Sparse assignment with certificate
+# ----------------------------------------------------------------------------------------
+def noisy_permutation(n_a, n_b, d, noise, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n_a, d))
+    B = rng.normal(size=(n_b, d))
+    common = min(n_a, n_b)
+    B[:common] = A[rng.permutation(n_a)[:common]] + noise * rng.normal(size=(common, d))
+    return A, B[rng.permutation(n_b)]
+
+
+@pytest.mark.parametrize("certificate", ["block scan", "ball queries"])
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean"])
+@pytest.mark.parametrize("shape", [(300, 300), (250, 320), (320, 250)])
+def test_sparse_equals_dense_on_point_sets(metric, shape, certificate, monkeypatch):
+    A, B = noisy_permutation(*shape, d=3, noise=0.3, seed=shape[0] + shape[1])
+    dense = m.assign(A, B, method="dense", metric=metric)
+    if certificate == "ball queries":  # blocks so small that the KD-tree path is taken
+        monkeypatch.setattr(m, "_BLOCK_ENTRIES", 1 << 13)
+        monkeypatch.setattr(m, "_block_suspects", lambda *args: pytest.fail("used the block scan"))
+    sparse = m.assign(A, B, method="sparse", k=3, metric=metric)
+    assert sparse.info["certified"] and not sparse.info["fallback"]
+    assert is_matching(sparse) and len(sparse) == min(shape)
+    assert sparse.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-10)
+    assert sparse.info["objective"] == pytest.approx(
+        objective_of(sparse, m.pairwise_costs(A, B, metric)), rel=1e-10)
+
+
+def test_sparse_with_cost_limit_equals_dense():
+    A, B = noisy_permutation(200, 240, d=2, noise=0.4, seed=3)
+    C = m.pairwise_costs(A, B)
+    for L in (0.2, 0.6, 2.0):
+        dense = m.linear_assignment(C, cost_limit=L)
+        sparse = m.assign(A, B, method="sparse", k=3, cost_limit=L)
+        assert sparse.info["certified"] and is_matching(sparse)
+        assert sparse.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-10)
+        assert sparse.info["objective"] == pytest.approx(objective_of(sparse, C, L), rel=1e-10)
+        assert np.all(sparse.costs <= L)
+
+
+def test_sparse_small_random_problems_equal_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(15):
+        shape = tuple(rng.integers(1, 6, size=2))
+        C = rng.exponential(size=shape)
+        L = rng.uniform(0.3, 2.5)
+        mask = sp.csr_matrix(rng.random(shape) < 0.3)
+        assert m.sparse_assignment(mask, cost=C).info["objective"] == pytest.approx(brute_full(C))
+        assert m.sparse_assignment(mask, cost=C, cost_limit=L).info["objective"] == pytest.approx(
+            brute_limited(C, L))
+
+
+def test_sparse_on_a_cost_matrix_with_forbidden_pairs():
+    rng = np.random.default_rng(17)
+    for _ in range(5):
+        C = rng.exponential(size=(12, 15))
+        C[rng.random(C.shape) < 0.4] = np.inf
+        C[np.arange(12), rng.permutation(15)[:12]] = rng.exponential(size=12)  # keep it feasible
+        dense = m.linear_assignment(C)
+        sparse = m.assign(C, method="sparse", k=2)
+        assert sparse.info["certified"] and np.all(np.isfinite(sparse.costs))
+        assert sparse.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-12)
+
+
+def test_sparse_recovers_optimum_outside_the_nearest_neighbours():
+    # Three points of a sit in a cluster with two points of b; b also has points at 6 and 20
+    # and a has one at 10. The nearest-neighbour graph (k=1) links the cluster only to the
+    # cluster, yet the optimum sends one cluster point of a to b=6 (cost ~36) so that a=10 can
+    # take b=20 (100): 136 against 16 + 400 the other way.
+    A = np.array([[0.0], [0.01], [0.02], [10.0]])
+    B = np.array([[0.005], [0.015], [6.0], [20.0]])
+    C = m.pairwise_costs(A, B, "sqeuclidean")
+    ei, ej = m._PointCosts(A, B, "sqeuclidean").knn(1)
+    dense = m.linear_assignment(C)
+    optimum_pairs = {tuple(p) for p in dense.pairs}
+    assert not optimum_pairs <= set(zip(ei.tolist(), ej.tolist()))  # the optimum is not among the candidates
+    sparse = m.sparse_assignment(sp.csr_matrix((np.ones(ei.size), (ei, ej)), shape=C.shape),
+                                 points=(A, B), metric="sqeuclidean")
+    assert sparse.info["certified"] and sparse.info["rounds"] > 1
+    assert sparse.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-12)
+    assert {tuple(p) for p in sparse.pairs} == optimum_pairs
+
+
+def test_certificate_catches_a_feasible_but_suboptimal_candidate_graph():
+    # Candidates = the identity only: a full matching exists among them, but it is not optimal.
+    rng = np.random.default_rng(11)
+    C = rng.exponential(size=(40, 40))
+    dense = m.linear_assignment(C)
+    identity = sp.identity(40, format="csr")
+    with pytest.raises(RuntimeError, match="not certified"):
+        m.sparse_assignment(identity, cost=C, max_rounds=1, fallback=False)
+    with pytest.warns(RuntimeWarning, match="dense"):
+        forced = m.sparse_assignment(identity, cost=C, max_rounds=1)
+    assert forced.info["fallback"] and forced.info["objective"] == pytest.approx(dense.info["objective"])
+    grown = m.sparse_assignment(identity, cost=C, max_per_row=40)
+    assert grown.info["certified"] and not grown.info["fallback"] and grown.info["rounds"] > 1
+    assert grown.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-12)
+    assert grown.info["objective"] < C.trace()
+
+
+def test_k_too_small_still_optimal_via_escalation():
+    A, B = noisy_permutation(200, 200, d=2, noise=0.5, seed=5)
+    dense = m.assign(A, B, method="dense")
+    for k in (1, 2):
+        sparse = m.assign(A, B, method="sparse", k=k)
+        assert sparse.info["certified"]
+        assert sparse.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-10)
+
+
+def test_dual_potentials_prove_optimality():
+    # Strong duality on the candidate graph: sum u + sum v equals the matching's cost,
+    # u_i + v_j <= c_ij on every edge, with equality on the matched ones, and v <= 0.
+    rng = np.random.default_rng(2)
+    n_a, n_b = 30, 45
+    C = rng.exponential(size=(n_a, n_b))
+    mask = rng.random((n_a, n_b)) < 0.3
+    mask[np.arange(n_a), rng.permutation(n_b)[:n_a]] = True
+    ei, ej = np.nonzero(mask)
+    ec = C[ei, ej]
+    sigma = m._solve_graph(n_a, n_b, ei, ej, ec)
+    u, v = m._dual_potentials(n_b, ei, ej, ec, sigma, 1e-12)
+    primal = C[np.arange(n_a), sigma].sum()
+    assert u.sum() + v.sum() == pytest.approx(primal, rel=1e-10)
+    assert np.all(ec - u[ei] - v[ej] >= -1e-10)
+    np.testing.assert_allclose(u + v[sigma], C[np.arange(n_a), sigma], atol=1e-12)
+    assert v.max() <= 0 and np.all(v[np.setdiff1d(np.arange(n_b), sigma)] == 0)
+
+
+def test_sparse_path_memory_is_blockwise(monkeypatch):
+    import tracemalloc
+
+    monkeypatch.setattr(m, "_BLOCK_ENTRIES", 1 << 14)
+    monkeypatch.setattr(m._PointCosts, "dense", lambda self: pytest.fail("formed the dense matrix"))
+    A, B = noisy_permutation(1500, 1500, d=3, noise=0.3, seed=9)
+    tracemalloc.start()
+    al = m.assign(A, B, method="sparse", k=5)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert al.info["certified"]
+    assert peak < 1500 * 1500 * 8 / 4  # a quarter of one dense matrix
+    dense = m.linear_assignment(m.pairwise_costs(A, B))
+    assert al.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-10)
+
+
+def test_sparse_candidates_only():
+    C = np.array([[1.0, 2.0, 0.0], [2.0, 0.0, 1.0], [0.0, 3.0, 0.0]])
+    graph = sp.csr_matrix(([1.0, 2.0, 2.0, 1.0, 3.0], ([0, 0, 1, 1, 2], [0, 1, 0, 2, 1])), shape=(3, 3))
+    al = m.sparse_assignment(graph)
+    assert al.to_permutation().tolist() == [0, 2, 1] and al.info["objective"] == 5.0
+    assert not al.info["certified"]
+    del C
+    with pytest.raises(ValueError, match="no matching"):
+        m.sparse_assignment(sp.csr_matrix(([1.0, 1.0], ([0, 1], [0, 0])), shape=(2, 2)))
+    limited = m.sparse_assignment(graph, cost_limit=2.5)  # pairs (0,0) and (1,2) at 1 each; row 2 -> 3 > 2.5
+    assert limited.pairs.tolist() == [[0, 0], [1, 2]]
+    assert limited.info["objective"] == pytest.approx(2.0 + 2.5)
+
+
+# ----------------------------------------------------------------------------------------
+# Myopic matching
+# ----------------------------------------------------------------------------------------
+def test_myopic_hand_example():
+    C = np.array([[1.0, 2.0, 3.0], [0.5, 4.0, 1.0], [2.0, 0.1, 5.0]])
+    # b0 takes a1 (0.5), b1 takes a2 (0.1), b2 is left with a0 (3.0): 3.6 > the optimum 2.1
+    al = m.myopic_assignment(C)
+    assert al.pairs.tolist() == [[0, 2], [1, 0], [2, 1]] and al.info["total_cost"] == pytest.approx(3.6)
+    assert m.linear_assignment(C).info["objective"] == pytest.approx(2.1)
+    # arriving in the order b2, b1, b0: b2 takes a1 (1.0), b1 a2 (0.1), b0 a0 (1.0)
+    al = m.myopic_assignment(C, order=[2, 1, 0])
+    assert al.pairs.tolist() == [[0, 0], [1, 2], [2, 1]] and al.info["total_cost"] == pytest.approx(2.1)
+
+
+def test_myopic_from_points_with_limit():
+    A = np.array([[0.0], [1.0], [3.0]])
+    B = np.array([[0.9], [2.9], [0.2]])
+    al = m.myopic_assignment(A, B)  # b0 -> a1 (0.1), b1 -> a2 (0.1), b2 -> a0 (0.2)
+    assert al.pairs.tolist() == [[0, 2], [1, 0], [2, 1]]
+    np.testing.assert_allclose(al.costs, [0.2, 0.1, 0.1])
+    al = m.myopic_assignment(A, B, cost_limit=0.15)  # b2's nearest free point costs 0.2
+    assert al.pairs.tolist() == [[1, 0], [2, 1]] and al.unmatched_b.tolist() == [2]
+    assert m.myopic_assignment(A[:2], B).unmatched_b.tolist() == [2]  # b1 -> a0 (1.9); then a is exhausted
+
+
+# ----------------------------------------------------------------------------------------
+# Sinkhorn
+# ----------------------------------------------------------------------------------------
+def plain_sinkhorn(K, a, b, n_iter=5000):
+    """Textbook scaling iterations u = a / K v, v = b / K^T u (no logs), as an independent reference."""
+    u, v = np.ones(K.shape[0]), np.ones(K.shape[1])
+    for _ in range(n_iter):
+        u = a / (K @ v)
+        v = b / (K.T @ u)
+    return u[:, None] * K * v[None, :]
+
+
+def test_sinkhorn_matches_plain_scaling_square_and_dustbin():
+    rng = np.random.default_rng(4)
+    C = rng.exponential(size=(6, 6))
+    res = m.sinkhorn(C, temperature=0.5, tol=1e-12, n_iter=5000)
+    np.testing.assert_allclose(res.marginals, plain_sinkhorn(np.exp(-C / 0.5), np.ones(6), np.ones(6)),
+                               atol=1e-9)
+    np.testing.assert_allclose(res.marginals.sum(1), 1, atol=1e-9)
+    np.testing.assert_allclose(res.marginals.sum(0), 1, atol=1e-12)
+    # dustbin: augmented kernel with cost L/2 to the dustbins, 0 between them; masses n_b, n_a
+    C = rng.exponential(size=(4, 7))
+    L, T = 1.2, 0.3
+    res = m.sinkhorn(C, temperature=T, cost_limit=L, tol=1e-12, n_iter=5000)
+    aug = np.block([[C, np.full((4, 1), L / 2)], [np.full((1, 7), L / 2), np.zeros((1, 1))]])
+    ref = plain_sinkhorn(np.exp(-aug / T), np.r_[np.ones(4), 7.0], np.r_[np.ones(7), 4.0])
+    np.testing.assert_allclose(res.marginals, ref[:4, :7], atol=1e-9)
+    np.testing.assert_allclose(res.unmatched_a, ref[:4, 7], atol=1e-9)
+    np.testing.assert_allclose(res.marginals.sum(1) + res.unmatched_a, 1, atol=1e-9)
+    np.testing.assert_allclose(res.marginals.sum(0) + res.unmatched_b, 1, atol=1e-9)
+    alpha, beta = res.log_potentials
+    both_dustbins = np.exp(alpha[-1] + beta[-1])  # P(dustbin, dustbin): cost 0
+    assert res.unmatched_b.sum() + both_dustbins == pytest.approx(7.0, rel=1e-9)
+    assert res.unmatched_a.sum() + both_dustbins == pytest.approx(4.0, rel=1e-9)
+
+
+def test_sinkhorn_rectangular_marginals():
+    rng = np.random.default_rng(5)
+    for shape in [(4, 9), (9, 4)]:
+        C = rng.exponential(size=shape)
+        res = m.sinkhorn(C, temperature=0.2, tol=1e-11, n_iter=20000)
+        small = 1 if shape[0] < shape[1] else 0
+        np.testing.assert_allclose(res.marginals.sum(small), 1, atol=1e-9)  # the smaller view: = 1
+        assert res.marginals.sum(1 - small).max() <= 1 + 1e-9  # the larger view: <= 1
+        assert res.converged
+
+
+@pytest.mark.parametrize("cost_limit", [None, 0.8])
+def test_sinkhorn_low_temperature_gives_hungarian(cost_limit):
+    rng = np.random.default_rng(6)
+    C = rng.exponential(size=(8, 8))
+    hungarian = m.linear_assignment(C, cost_limit=cost_limit)
+    target = np.zeros_like(C)
+    target[hungarian.index_a, hungarian.index_b] = 1
+    res = m.sinkhorn(C, temperature=1e-3, cost_limit=cost_limit, n_iter=5000)
+    assert res.converged
+    np.testing.assert_allclose(res.marginals, target, atol=1e-6)
+    assert m.marginal_assignment(res.marginals).pairs.tolist() == hungarian.pairs.tolist()
+
+
+def test_sinkhorn_large_costs_no_nan():
+    rng = np.random.default_rng(8)
+    C = rng.normal(size=(30, 20)) * 1e8
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = m.sinkhorn(C, temperature=1e-4, n_iter=30)
+        res_dust = m.sinkhorn(C, temperature=1e-4, cost_limit=1e9, n_iter=30)
+    for r in (res, res_dust):
+        assert np.all(np.isfinite(r.marginals)) and np.all(np.isfinite(r.unmatched_a))
+        assert np.all((r.marginals >= 0) & (r.marginals <= 1 + 1e-9))
+
+
+def test_sinkhorn_two_by_two_closed_form():
+    # symmetric 2x2: P11 / P12 = exp(1 / T), rows sum to 1
+    for T in (0.5, 1.0, 3.0):
+        res = m.sinkhorn([[0.0, 1.0], [1.0, 0.0]], temperature=T)
+        assert res.marginals[0, 0] == pytest.approx(1 / (1 + np.exp(-1 / T)), rel=1e-9)
+
+
+# ----------------------------------------------------------------------------------------
+# Perturb-and-MAP and decoding marginals
+# ----------------------------------------------------------------------------------------
+def test_perturb_and_map_two_by_two_closed_form():
+    # P(identity) = P(g11 + g22 - g12 - g21 > delta / T), delta = c11 + c22 - c12 - c21. Each
+    # g11 - g12 is logistic, so it is P(X + Y > delta / T) for two independent logistics:
+    # integral of f(x) sigmoid(x - delta / T). (The Gibbs answer would be sigmoid(-delta / T).)
+    C = np.array([[1.0, 0.5], [0.0, 0.5]])  # delta = 1.5 - 0.5 = 1.0
+    T = 0.5
+    x = 1.0 / T
+    exact = quad(lambda t: expit(t) * expit(-t) * expit(t - x), -np.inf, np.inf)[0]
+    S = 4000
+    res = m.perturb_and_map(C, n_samples=S, temperature=T, seed=1)
+    freq = res.frequencies.toarray()
+    se = np.sqrt(exact * (1 - exact) / S)
+    assert abs(freq[0, 0] - exact) < 3 * se
+    assert abs(expit(-x) - exact) > 10 * se  # the test can tell it from the Gibbs probability
+    np.testing.assert_allclose(freq.sum(1), 1)
+    np.testing.assert_allclose(freq.sum(0), 1)
+    assert freq[0, 0] == pytest.approx(np.mean(res.permutations[:, 0] == 0), rel=1e-12)
+
+
+def test_perturb_and_map_samples_and_seed():
+    rng = np.random.default_rng(12)
+    C = rng.exponential(size=(5, 7))
+    r1 = m.perturb_and_map(C, n_samples=40, temperature=0.3, seed=3)
+    r2 = m.perturb_and_map(C, n_samples=40, temperature=0.3, seed=3)
+    assert np.array_equal(r1.permutations, r2.permutations)
+    for perm in r1.permutations:  # each sample is an optimal assignment of some costs: injective
+        assert np.unique(perm).size == 5 and perm.min() >= 0
+    np.testing.assert_allclose(r1.frequencies.sum(1), 1)
+    np.testing.assert_allclose(r1.unmatched_b, 1 - r1.frequencies.toarray().sum(0))
+    cold = m.perturb_and_map(C, n_samples=10, temperature=1e-9, seed=0)  # no noise: the MAP every time
+    assert np.all(cold.permutations == m.linear_assignment(C).to_permutation())
+    limited = m.perturb_and_map(C, n_samples=30, temperature=0.2, cost_limit=0.5, seed=0)
+    np.testing.assert_allclose(limited.frequencies.toarray().sum(1) + limited.unmatched_a, 1)
+    assert limited.unmatched_a.max() > 0
+
+
+def brute_marginal(P, p0=0.0):
+    n_a, n_b = P.shape
+    best = 0.0
+    for size in range(min(n_a, n_b) + 1):
+        for rows in itertools.combinations(range(n_a), size):
+            for cols in itertools.permutations(range(n_b), size):
+                best = max(best, (P[list(rows), list(cols)] - p0).sum())
+    return best
+
+
+def test_marginal_assignment_maximises_expected_correct_pairs():
+    rng = np.random.default_rng(13)
+    for shape in [(4, 4), (3, 5), (5, 3)]:
+        P = rng.dirichlet(np.ones(shape[1]), size=shape[0]) * (rng.random(shape) < 0.6)
+        for p0 in (0.0, 0.3):
+            dense = m.marginal_assignment(P, min_probability=p0)
+            sparse = m.marginal_assignment(sp.csr_matrix(P), min_probability=p0)
+            best = brute_marginal(P, p0)
+            for al in (dense, sparse):
+                assert is_matching(al) and np.all(al.probabilities > p0)
+                assert (al.probabilities - p0).sum() == pytest.approx(best, abs=1e-12)
+                np.testing.assert_allclose(al.probabilities, P[al.index_a, al.index_b])
+                np.testing.assert_allclose(al.costs, 1 - al.probabilities)
+    C = rng.exponential(size=(4, 4))
+    al = m.marginal_assignment(np.eye(4) * 0.9, cost=C)
+    np.testing.assert_allclose(al.costs, np.diag(C))

@@ -1,0 +1,244 @@
+"""MRD: bound against GPy and single-view models, shared/private discovery, per-view inference, persistence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bayesalign.data import AlignmentProblem, LatentEmbedding, Views
+from bayesalign.gp import MRD, BayesianGPLVM
+
+F64 = torch.float64
+
+
+def toy_views(N=60, D=12, seed=0):
+    """The MAD paper's toy data (section 4): signals sin(t) (shared), cos(2.5 t) (private to a) and
+    sin(1.7 t + 1) (private to b), each plus N(0, 0.1^2) noise, mapped linearly (standard normal
+    weights) to D dimensions per view, plus N(0, 0.1^2) noise."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 4 * np.pi, N)
+    X = np.c_[np.sin(t), np.cos(2.5 * t), np.sin(1.7 * t + 1)] + 0.1 * rng.normal(size=(N, 3))
+    Ya = X[:, [0, 1]] @ rng.normal(size=(2, D)) + 0.1 * rng.normal(size=(N, D))
+    Yb = X[:, [0, 2]] @ rng.normal(size=(2, D)) + 0.1 * rng.normal(size=(N, D))
+    return {"a": Ya, "b": Yb}
+
+
+def set_view_state(model, mu, S, Z, kernels):
+    """Set q(X), the inducing inputs and per view (outputscale, lengthscales, noise)."""
+    module = model.module_
+    with torch.no_grad():
+        module.q_mean.copy_(torch.as_tensor(mu))
+        module.q_variance = torch.as_tensor(S, dtype=F64)
+        module.inducing_inputs.copy_(torch.as_tensor(Z)[None].expand_as(module.inducing_inputs))
+        for kernel, (variance, lengthscale, _) in zip(module.kernels, kernels):
+            kernel.outputscale = variance
+            kernel.base_kernel.lengthscale = torch.as_tensor(lengthscale, dtype=F64)
+        module.noise = torch.as_tensor([noise for _, _, noise in kernels], dtype=F64)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    views = toy_views()
+    model = MRD(latent_dim=5, num_inducing=12, max_iter=300, warmup_iters=100, progress=False, seed=0).fit(views)
+    return views, model
+
+
+# ----------------------------------------------------------------------------------------------------
+# the bound
+# ----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def state():
+    rng = np.random.default_rng(5)
+    views = {k: v - v.mean(0) for k, v in toy_views(N=30, D=5, seed=5).items()}
+    N, Q, M = 30, 3, 7
+    return (views, rng.normal(size=(N, Q)), rng.uniform(0.05, 0.5, size=(N, Q)), rng.normal(size=(M, Q)),
+            [(1.7, np.array([0.7, 1.4, 2.5]), 0.15), (0.9, np.array([2.0, 0.6, 1.1]), 0.3)])
+
+
+def test_bound_equals_gpy_mrd(state):
+    GPy = pytest.importorskip("GPy")
+    views, mu, S, Z, kernels = state
+    ours = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False, jitter=1e-8).fit(views)
+    # GPy adds an absolute 1e-8 to Kuu, ours is relative to the mean diagonal: match them per view
+    set_view_state(ours, mu, S, Z, kernels)
+    gpy_kernels = [GPy.kern.RBF(3, ARD=True, variance=v, lengthscale=ls) for v, ls, _ in kernels]
+    gpy = GPy.models.MRD(list(views.values()), input_dim=3, X=mu.copy(), X_variance=S.copy(), num_inducing=7,
+                         kernel=gpy_kernels)
+    gpy.Z[:] = Z  # GPy's MRD draws its own Z even when given one
+    for b, (_, _, noise) in zip(gpy.bgplvms, kernels):
+        b.likelihood.variance = noise
+    gpy_bound = float(np.asarray(gpy.log_likelihood()).reshape(-1)[0])
+    jitter_free = []
+    for v, (variance, _, _) in enumerate(kernels):
+        ours.module_.jitter = 1e-8 / variance
+        jitter_free.append(float(ours.module_.view_bound(v).detach()))
+    ours_bound = sum(jitter_free) - float(ours.module_.kl().detach())
+    assert ours_bound == pytest.approx(gpy_bound, rel=1e-6)
+
+
+def test_mrd_bound_is_the_sum_of_single_view_bounds_with_the_kl_counted_once(state):
+    views, mu, S, Z, kernels = state
+    mrd = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(views)
+    set_view_state(mrd, mu, S, Z, kernels)
+    singles = []
+    for Y, kernel in zip(views.values(), kernels):
+        model = BayesianGPLVM(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(Y)
+        set_view_state(model, mu, S, Z, [kernel])
+        singles.append(model.elbo())
+    kl = float(mrd.module_.kl().detach())
+    assert mrd.elbo() == pytest.approx(sum(singles) + kl, rel=1e-12)
+    assert kl > 1.0
+
+
+# ----------------------------------------------------------------------------------------------------
+# shared and private dimensions
+# ----------------------------------------------------------------------------------------------------
+def test_finds_one_shared_and_one_private_dimension_per_view(fitted):
+    views, model = fitted
+    shared = model.shared_dims()
+    private_a, private_b = model.private_dims("a"), model.private_dims("b")
+    assert len(shared) == 1 and len(private_a) == 1 and len(private_b) == 1
+    # the other latent dimensions are switched off in both views
+    off = set(range(5)) - set(shared) - set(private_a) - set(private_b)
+    for name in ("a", "b"):
+        rel = model.relevance_[name] / model.relevance_[name].max()
+        assert np.all(rel[list(off)] < 0.05)
+    # the shared dimension is the shared signal sin(t): |correlation| with it near 1
+    t = np.linspace(0, 4 * np.pi, 60)
+    latent = model.latent_
+    assert abs(np.corrcoef(latent.means["a"][:, shared[0]], np.sin(t))[0, 1]) > 0.95
+    np.testing.assert_array_equal(latent.shared_dims, shared)
+    np.testing.assert_array_equal(latent.means["a"], latent.means["b"])
+
+
+def test_shared_and_private_dims_for_three_views_follow_the_relevance():
+    rng = np.random.default_rng(0)
+    views = {name: rng.normal(size=(20, 4)) for name in ("a", "b", "c")}
+    model = MRD(latent_dim=5, num_inducing=5, max_iter=0, progress=False, seed=0).fit(views)
+    active = {"a": [0, 1, 3], "b": [0, 2, 3], "c": [0, 4]}
+    with torch.no_grad():
+        for kernel, name in zip(model.module_.kernels, ("a", "b", "c")):
+            lengthscale = torch.full((5,), 100.0, dtype=F64)
+            lengthscale[active[name]] = 1.0
+            kernel.outputscale = 2.0
+            kernel.base_kernel.lengthscale = lengthscale
+    np.testing.assert_allclose(model.relevance_["c"], [2.0, 2e-4, 2e-4, 2e-4, 2.0])
+    assert model.shared_dims().tolist() == [0]
+    assert model.private_dims("a").tolist() == [1]
+    assert model.private_dims("b").tolist() == [2]
+    assert model.private_dims("c").tolist() == [4]  # dimension 3 is shared by a and b only
+    assert model.shared_dims(threshold=1e-5).tolist() == [0, 1, 2, 3, 4]
+
+
+# ----------------------------------------------------------------------------------------------------
+# inference of new points from one view
+# ----------------------------------------------------------------------------------------------------
+def test_infer_uses_only_the_named_view(fitted):
+    views, model = fitted
+    shared = model.shared_dims()[0]
+    private = {"a": model.private_dims("a")[0], "b": model.private_dims("b")[0]}
+    q_mean = model.latent_.means["a"][:20]
+    q_var = model.latent_.variances["a"][:20]
+    for name, other in (("a", "b"), ("b", "a")):
+        mean, var = model.infer(name, views[name][:20])
+        # the dimensions this view sees come back as the trained q(x) of those rows
+        for d in (shared, private[name]):
+            assert np.abs(mean[:, d] - q_mean[:, d]).max() < 0.15
+            assert var[:, d].max() < 5 * q_var[:, d].max() + 1e-3
+        # the other view's private dimension: this view carries (almost) no information about it,
+        # so q(x*) stays near the prior N(0, 1) instead of the trained, certain q(x)
+        d = private[other]
+        assert var[:, d].mean() > 0.3 > 100 * q_var[:, d].mean()
+        assert np.abs(mean[:, d]).mean() < 0.5 * np.abs(q_mean[:, d]).mean()
+
+
+def test_infer_batches_are_independent(fitted):
+    views, model = fitted
+    together, _ = model.infer("b", views["b"][:6])
+    alone, _ = model.infer("b", views["b"][4:6])
+    # equal up to the optimiser's tolerance (the dimensions view b ignores are nearly flat)
+    np.testing.assert_allclose(together[4:6], alone, atol=1e-3)
+
+
+# ----------------------------------------------------------------------------------------------------
+# persistence, inputs, errors
+# ----------------------------------------------------------------------------------------------------
+def test_save_load_round_trip(fitted, tmp_path):
+    views, model = fitted
+    path = tmp_path / "mrd.npz"
+    model.save(path)
+    loaded = MRD.load(path)
+    assert loaded.elbo() == model.elbo()
+    assert loaded.view_names_ == ("a", "b")
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(loaded.relevance_[name], model.relevance_[name])
+    X = np.zeros((2, 5))
+    np.testing.assert_array_equal(loaded.predict("b", X)[0], model.predict("b", X)[0])
+    with pytest.raises(TypeError, match="not a BayesianGPLVM"):
+        BayesianGPLVM.load(path)
+
+
+def test_accepts_views_problems_embeddings_and_per_view_inducing_inputs():
+    views = toy_views(N=30, D=5)
+    problem = AlignmentProblem.paired(views)
+    a = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=1).fit(problem)
+    b = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=1).fit(Views(views))
+    assert a.elbo() == b.elbo()
+    embedding = LatentEmbedding({"a": a.latent_.means["a"] * 10, "b": a.latent_.means["a"] * 10})
+    c = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=1, init=embedding).fit(views)
+    # an embedding is rescaled to unit largest-column variance: the same start as PCA here
+    np.testing.assert_allclose(c.latent_.means["a"], a.latent_.means["a"], atol=1e-12)
+    per_view = MRD(latent_dim=3, num_inducing=6, max_iter=20, warmup_iters=5, progress=False, seed=1,
+                   inducing="per_view", init="pca_split").fit(views)
+    assert per_view.module_.inducing_inputs.shape == (2, 6, 3)
+    assert not torch.equal(per_view.module_.inducing_inputs[0], per_view.module_.inducing_inputs[1])
+
+
+def test_bad_input_raises_clear_errors():
+    views = toy_views(N=30, D=5)
+    with pytest.raises(ValueError, match=r"numbers of rows differ.*'b': 29.*\['b'\] differ from 30"):
+        MRD(progress=False).fit({"a": views["a"], "b": views["b"][:29], "c": views["a"]})
+    with pytest.raises(ValueError, match=r"view 'b' 4 dimensions, more than its PCA allows \(2\)"):
+        MRD(latent_dim=9, init="pca_split", progress=False).fit({"a": views["a"], "b": views["b"][:, :2]})
+    with pytest.raises(ValueError, match="inducing"):
+        MRD(inducing="each", progress=False).fit(views)
+    with pytest.raises(TypeError, match="BayesianGPLVM"):
+        MRD(progress=False).fit(views["a"])
+    model = MRD(latent_dim=2, num_inducing=5, max_iter=0, progress=False).fit(views)
+    with pytest.raises(KeyError, match="no view named 'c'"):
+        model.infer("c", views["a"])
+    with pytest.raises(ValueError, match="threshold"):
+        model.shared_dims(threshold=1.5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_fit_infer_and_bound_match_cpu():
+    views = toy_views(N=30, D=5)
+    cpu = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=0).fit(views)
+    gpu = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=0, device="cuda").fit(views)
+    assert gpu.elbo() == pytest.approx(cpu.elbo(), rel=1e-10)
+    mean_cpu, _ = cpu.infer("a", views["a"][:3], max_iter=50)
+    mean_gpu, _ = gpu.infer("a", views["a"][:3], max_iter=50)
+    np.testing.assert_allclose(mean_gpu, mean_cpu, atol=1e-6)
+
+
+def test_plots_draw_the_model_numbers(fitted):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bayesalign.plot import plot_bound_trace, plot_latent, plot_relevance
+
+    views, model = fitted
+    axes = plot_relevance(model)
+    for ax, name in zip(axes, ("a", "b")):
+        heights = [patch.get_height() for patch in ax.patches]
+        np.testing.assert_allclose(heights, model.relevance_[name] / model.relevance_[name].max())
+    dims = (model.shared_dims()[0], model.private_dims("a")[0])
+    ax = plot_latent(model, dims=dims, labels=np.arange(60) % 3)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), model.latent_.means["a"][:, dims])
+    ax = plot_bound_trace(model)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), model.history_)
+    assert ax.lines[1].get_xdata()[0] == model.n_warmup_
+    plt.close("all")
