@@ -1,14 +1,37 @@
 """bayesalign: Bayesian alignment of datasets that describe the same things with different features.
 
+The Bayesian core (``MRD``, ``BayesianGPLVM``, ``MAD``; torch + GPyTorch) is imported on first
+use, so ``import bayesalign`` stays light for the spectral baselines, metrics and solvers.
+
 >>> import bayesalign as ba
 >>> problem = ba.datasets.mad_toy("linear_shared", seed=0)
 >>> problem.views.n_samples
 {'Y1': 100, 'Y2': 100}
 """
 
-from . import datasets
+import importlib
+
+from . import datasets, graph, matching, metrics, spectral
 from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding, Views
 
 __version__ = "0.1.0"
 
-__all__ = ["datasets", "Alignment", "AlignmentProblem", "Correspondence", "LatentEmbedding", "Views", "__version__"]
+# name -> module that defines it; loaded lazily (PEP 562) because it imports torch
+_LAZY = {"gp": "bayesalign.gp", "mad": "bayesalign.mad", "plot": "bayesalign.plot",
+         "MRD": "bayesalign.gp", "BayesianGPLVM": "bayesalign.gp", "MAD": "bayesalign.mad"}
+
+__all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MRD",
+           "Views", "__version__", "datasets", "gp", "graph", "mad", "matching", "metrics", "plot", "spectral"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
+        value = module if module.__name__.endswith("." + name) else getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bayesalign' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -32,6 +32,10 @@ def atomic_write(path, mode: str = "w", **kwargs):
     try:
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle
+        # mkstemp creates the file 0600; give it the mode an ordinary open() would
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
