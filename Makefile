@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/bayesalign demo
 
 test: $(STAMP)
-	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python benchmarks/run_all.py
