@@ -16,7 +16,7 @@ sin(t), cos(2.5 t), sin(1.7 t + 1), each plus N(0, 0.1^2) noise; view "a" is a r
 N(0, 0.1^2) noise; numpy ``default_rng(seed)`` draws everything in that order. So the shared
 signal is sin(t) and each view has one private signal (the toy data of the MAD paper, section 4).
 
-Run:  python benchmarks/bench_mrd.py [--large] [--gpy-large] [--threads-large 2]
+Run:  python benchmarks/bench_mrd.py [--large] [--gpy-large] [--threads-large 2] [--memory]
 """
 
 from __future__ import annotations
@@ -153,10 +153,10 @@ def large(args):
     torch.set_num_threads(args.threads_large)
     N, D, Q, M = 2000, 100, 10, 100
     views = make_views(N, D, seed=args.seed)
+    warmup = min(args.warmup, args.large_evals // 2)
     print(f"larger workload: 2 views, N={N}, D={D}, Q={Q}, M={M}, {args.large_evals} evaluations "
-          f"({args.warmup} with the noise fixed), torch threads={args.threads_large}")
-    model, seconds, setup = fit_ours(views, Q, M, args.large_evals, min(args.warmup, args.large_evals // 2),
-                                     seed=args.seed)
+          f"({warmup} with the noise fixed), torch threads={args.threads_large}")
+    model, seconds, setup = fit_ours(views, Q, M, args.large_evals, warmup, seed=args.seed)
     o_eval = per_eval_seconds(model, reps=3)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  bayesalign bound {model.elbo():12.3f}   {seconds:7.2f} s   {model.n_iter_} evaluations   "
@@ -178,6 +178,33 @@ def large(args):
         print(f"  GPy {(time.perf_counter() - t0) / 3:6.3f} s per bound+gradient")
 
 
+_MEMORY_PROBE = """
+import resource, sys
+sys.path.insert(0, {here!r})
+from bench_mrd import make_views
+from bayesalign.gp import MRD
+model = MRD(latent_dim=10, num_inducing=100, progress=False, seed=0, max_iter=0).fit(make_views({N}, 100))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+bound = model.module_()
+(-bound).backward()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
+"""
+
+
+def memory(args):
+    """Peak resident memory added by one bound+gradient evaluation, in a fresh process per N."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parent)
+    print("memory of one bound+gradient (2 views, D=100, Q=10, M=100), fresh process per N:")
+    for N in (500, 1000, 2000, 4000):
+        out = subprocess.run([sys.executable, "-c", _MEMORY_PROBE.format(here=here, N=N)], capture_output=True,
+                             text=True, check=True)
+        print(f"  N={N:5d}: +{float(out.stdout.strip()):6.1f} MB peak RSS")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evals", type=int, default=1000)
@@ -187,6 +214,7 @@ def main():
     parser.add_argument("--large-evals", type=int, default=300)
     parser.add_argument("--threads-large", type=int, default=2)
     parser.add_argument("--gpy-large", action="store_true", help="time one GPy evaluation at N=2000")
+    parser.add_argument("--memory", action="store_true", help="peak memory of one evaluation against N")
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()} on {os.cpu_count()} cores (a shared machine inflates all times)")
@@ -194,6 +222,8 @@ def main():
         reference(args)
     if args.large:
         large(args)
+    if args.memory:
+        memory(args)
 
 
 if __name__ == "__main__":

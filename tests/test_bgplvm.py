@@ -122,6 +122,9 @@ def test_per_point_bound_sums_to_collapsed_bound_plus_kl_of_optimal_q_u_and_shar
                       + torch.trace(means.T @ torch.linalg.solve(Kuu, means)) - D * M
                       + D * (torch.logdet(Kuu) - torch.logdet(Sigma)))
     assert float(per_point.sum().detach()) == pytest.approx(float(F.detach() + kl_u), rel=1e-9)
+    # the summed statistics give the same sum (what inference optimises)
+    summed = per_point_bound(Y, noise, post, stats.psi0, stats.psi1, stats.psi2)
+    assert summed.dim() == 0 and float(summed.detach()) == pytest.approx(float(per_point.sum().detach()), rel=1e-12)
     torch.testing.assert_close(grad_points, grad_F, rtol=1e-7, atol=1e-9)
 
 
@@ -355,6 +358,18 @@ def test_bad_input_raises_clear_errors():
         model.infer(Y[:, :4])
     with pytest.raises(AttributeError, match="not fitted"):
         BayesianGPLVM().elbo()
+
+
+def test_singular_kuu_gets_jitter_with_a_warning_that_says_how_much():
+    from linear_operator.utils.warnings import NumericalWarning
+
+    Y = curve_data(30, 5)
+    model = BayesianGPLVM(latent_dim=2, num_inducing=8, max_iter=0, progress=False, seed=0, jitter=0.0).fit(Y)
+    with torch.no_grad():
+        model.module_.inducing_inputs[0, 1] = model.module_.inducing_inputs[0, 0]  # two equal rows of Kuu
+    with pytest.warns(NumericalWarning, match=r"Kuu was not positive definite: added jitter \d\.\de-\d\d"):
+        bound = model.elbo()
+    assert np.isfinite(bound)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -77,6 +77,34 @@ def test_bound_equals_gpy_mrd(state):
     assert ours_bound == pytest.approx(gpy_bound, rel=1e-6)
 
 
+def test_bound_equals_gpy_mrd_with_linear_plus_white_kernels(state):
+    GPy = pytest.importorskip("GPy")
+    views, mu, S, Z, _ = state
+    ard = [np.array([0.5, 1.5, 0.2]), np.array([2.0, 0.1, 0.7])]
+    white, noise = 1e-2, [0.2, 0.4]
+    ours = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False, kernel="linear+white",
+               jitter=0.0).fit(views)
+    module = ours.module_
+    with torch.no_grad():
+        module.q_mean.copy_(torch.as_tensor(mu))
+        module.q_variance = torch.as_tensor(S)
+        module.inducing_inputs.copy_(torch.as_tensor(Z)[None])
+        for kernel, variances in zip(module.kernels, ard):
+            kernel.kernels[0].variance = torch.as_tensor(variances).reshape(1, -1)
+            kernel.kernels[1].variance = white
+        module.noise = torch.as_tensor(noise)
+    kernels = [GPy.kern.Linear(3, ARD=True, variances=a) + GPy.kern.White(3, variance=white) for a in ard]
+    gpy = GPy.models.MRD(list(views.values()), input_dim=3, X=mu.copy(), X_variance=S.copy(), num_inducing=7,
+                         kernel=kernels)
+    gpy.Z[:] = Z
+    for b, value in zip(gpy.bgplvms, noise):
+        b.likelihood.variance = value
+    gpy_bound = float(np.asarray(gpy.log_likelihood()).reshape(-1)[0])
+    # GPy's Kuu has its constant 1e-8 jitter on top of the white variance 1e-2: relative 1e-6 effect
+    assert ours.elbo() == pytest.approx(gpy_bound, rel=1e-6)
+    np.testing.assert_allclose(ours.relevance_["b"], ard[1])
+
+
 def test_mrd_bound_is_the_sum_of_single_view_bounds_with_the_kl_counted_once(state):
     views, mu, S, Z, kernels = state
     mrd = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(views)

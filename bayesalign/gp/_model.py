@@ -10,6 +10,7 @@ bound is ``sum_v F_v(q(X), Z_v, k_v, noise_v) - KL(q(X) || N(0, I))`` (:mod:`bay
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -281,14 +282,20 @@ class LatentGPBase(BaseEstimator):
     def _make_kernels(self, n_views: int, variances: list[float], dtype, device):
         kernel = self.kernel
         if isinstance(kernel, str):
+            parts = {p.strip().lower() for p in kernel.split("+")}
+            if "linear" in parts and parts <= {"linear", "bias"} and self.num_inducing > self.latent_dim:
+                warnings.warn(f"kernel {kernel!r} has rank <= latent_dim={self.latent_dim}, so Kuu of "
+                              f"{self.num_inducing} inducing inputs is singular and the fit is ill-conditioned; "
+                              f"use {kernel + '+white'!r} (a learned jitter, as in GPy's MRD examples)",
+                              RuntimeWarning, stacklevel=4)
             return [make_kernel(kernel, int(self.latent_dim), variance=var, dtype=dtype).to(device)
                     for var in variances]
+        # copies: the caller's kernel modules are never changed by the fit
         if isinstance(kernel, gpytorch.kernels.Kernel):
-            import copy
-
             return [copy.deepcopy(kernel).to(device=device, dtype=dtype) for _ in range(n_views)]
-        if isinstance(kernel, Sequence) and len(kernel) == n_views:
-            return [k.to(device=device, dtype=dtype) for k in kernel]
+        if isinstance(kernel, Sequence) and len(kernel) == n_views and all(
+                isinstance(k, gpytorch.kernels.Kernel) for k in kernel):
+            return [copy.deepcopy(k).to(device=device, dtype=dtype) for k in kernel]
         raise TypeError("kernel must be a name for make_kernel (e.g. 'rbf', 'linear', 'rbf+bias'), a gpytorch "
                         f"Kernel (copied for every view) or a list of one kernel per view; got {kernel!r}")
 
@@ -484,7 +491,7 @@ class LatentGPBase(BaseEstimator):
         out_var[:, keep] = var
         return out_mean, out_var
 
-    def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=256):
+    def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=1024):
         from .inference import infer_latent
 
         v = self._view_index(view)

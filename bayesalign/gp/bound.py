@@ -272,27 +272,34 @@ def per_point_bound(Y: torch.Tensor, noise: torch.Tensor, posterior: InducingPos
               - beta/2 tr((alpha alpha' - D W) psi2_n) - beta D/2 psi0_n.
 
     At the optimal q(u) of the training data, ``sum_n F_n = F + KL(q(u) || p(u))`` and the
-    gradient in q(x_n) equals that of the collapsed bound F.
+    gradient in q(x_n) equals that of the collapsed bound F. The matrix ``alpha alpha' - D W`` is
+    the same for every row, so ``sum_n F_n`` needs only the *summed* psi2: given summed
+    statistics (``psi0`` scalar, ``psi2`` [M, M]) this returns ``sum_n F_n`` (a scalar), which is
+    what inference optimises (each row's gradient is still its own).
 
     Parameters
     ----------
     Y : tensor [n, D]
     noise : scalar tensor
     posterior : InducingPosterior
-    psi0 : tensor [n]
+    psi0 : tensor [n] or scalar
     psi1 : tensor [n, M]
-    psi2 : tensor [n, M, M]
-        Per-point psi-statistics.
+    psi2 : tensor [n, M, M] (per point) or [M, M] (summed)
 
     Returns
     -------
-    tensor [n]
+    tensor [n] (per-point statistics) or scalar (summed statistics)
     """
-    D = Y.shape[1]
+    n, D = Y.shape
     beta = 1.0 / noise
     alpha, W = posterior.alpha, posterior.woodbury_inv
     G = alpha @ alpha.mT - D * W  # [M, M]
     fit = (psi1 * (Y @ alpha.mT)).sum(-1)  # psi1_n alpha y_n   [n]
-    quad = (psi2 * G).sum((-2, -1))  # tr(G psi2_n)   [n]
-    return (-0.5 * D * (_LOG_2PI + noise.log()) - 0.5 * beta * Y.square().sum(-1) + beta * fit
+    yy = Y.square().sum(-1)  # [n]
+    quad = (psi2 * G).sum((-2, -1))  # tr(G psi2_n)   [n], or summed over n
+    if psi2.dim() == 2:
+        fit, yy, n_rows = fit.sum(), yy.sum(), n
+    else:
+        n_rows = 1
+    return (-0.5 * n_rows * D * (_LOG_2PI + noise.log()) - 0.5 * beta * yy + beta * fit
             - 0.5 * beta * quad - 0.5 * beta * D * psi0)

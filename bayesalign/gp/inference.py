@@ -7,7 +7,8 @@ rows ``Y*`` of view v alone factorises over the rows:
 
     F(q(X*)) = sum_n [ F_n(q(x*_n)) - KL(q(x*_n) || N(0, I)) ] + const,
 
-with ``F_n`` of :func:`bayesalign.gp.bound.per_point_bound` (per-point psi-statistics). Each row's
+with ``F_n`` of :func:`bayesalign.gp.bound.per_point_bound` (whose sum needs only the summed
+psi-statistics, as the collapsed bound does). Each row's
 q(x*_n) = N(mu*_n, diag(S*_n)) is found independently of the others (a batch is one L-BFGS run on
 the sum, whose Hessian is block diagonal), only view v's kernel, noise and q(u_v) are used, and
 the latent dimensions that view v ignores (relevance 0) fall back to the prior N(0, 1). For a
@@ -34,7 +35,7 @@ def _nearest_rows(Y: torch.Tensor, train: torch.Tensor, chunk_size: int) -> torc
 
 
 def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol: float = 1e-10,
-                 progress: bool = False, chunk_size: int = 256, desc: str = "infer"):
+                 progress: bool = False, chunk_size: int = 1024, desc: str = "infer"):
     """Means and variances [n, Q] of q(x*) for the centred rows ``Y`` [n, D_v] of view ``view``.
 
     Parameters
@@ -48,7 +49,7 @@ def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol
     max_iter, tol : int, float
         L-BFGS evaluations and relative tolerance of the summed bound.
     chunk_size : int
-        Rows per block of per-point psi-statistics (memory chunk_size * M^2).
+        Rows per block of psi-statistics (memory linear in it).
 
     Returns
     -------
@@ -69,12 +70,13 @@ def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol
 
         def closure():
             total = 0.0
-            # the rows are independent: backward per chunk keeps memory at one chunk of psi2
+            # the rows are independent: backward per chunk bounds the memory of the psi-statistics;
+            # the summed psi2 suffices (see per_point_bound), so the fast summed path is used
             for start in range(0, Y.shape[0], chunk_size):
                 rows = slice(start, start + chunk_size)
                 mu, S = mean[rows], constraint.transform(raw_variance[rows])  # [c, Q]
-                stats = psi_statistics(kernel, mu, S, Z, per_point=True)
-                bound = (per_point_bound(Y[rows], noise, posterior, stats.psi0, stats.psi1, stats.psi2).sum()
+                stats = psi_statistics(kernel, mu, S, Z, per_point=False)
+                bound = (per_point_bound(Y[rows], noise, posterior, stats.psi0, stats.psi1, stats.psi2)
                          - kl_standard_normal(mu, S))
                 (-bound).backward()
                 total += bound.item()

@@ -37,7 +37,8 @@ class MRD(LatentGPBase):
     kernel : str, gpytorch Kernel or list of kernels
         A name for :func:`bayesalign.gp.kernels.make_kernel` ("rbf" = ScaleKernel(RBF-ARD), "linear",
         "rbf+bias", ...), a kernel copied for every view, or one kernel per view. The signal variance
-        of a named kernel starts at the mean column variance of its view.
+        of a named kernel starts at the mean column variance of its view. A linear kernel has rank
+        <= Q: with more inducing inputs than Q use "linear+white" (warned otherwise).
     init : {"pca", "pca_split", "random"}, LatentEmbedding or array (N, Q)
         Initial q(X) means. "pca": PCA of the concatenated views, each centred and scaled to unit
         total variance; "pca_split": the Q dimensions split between the views, each part the PCA of
