@@ -5,7 +5,8 @@ What each part reproduces (the paper is ../shared/papers/004_*.txt; ours is prin
 * ``fig1a``  Figure 1a: MRD as a penalizer of misalignment. Two 20-dimensional views with shared
   and private signals (the toy "linear_shared_private"); K versions of view 2, increasingly
   permuted (Kendall-tau distance to the truth from 0 to about 0.5); MRD fitted on each pair; the
-  bound must fall as the misalignment rises (we report the Spearman correlation).
+  bound must fall as the misalignment rises (we report the Spearman correlation; each bound is the
+  best of ``restarts`` fits from different initialisations, since one fit is a local optimum).
 * ``table1`` Table 1: Kendall-tau distance of MAD's Hungarian matching of the D** matrix (squared
   distances between posterior means in the shared dimensions) on the three toy settings, motion
   capture (CMU subject 35, motion 01, 350 frames, N_init = 175, dimensions split in half) and digits
@@ -133,7 +134,7 @@ def misaligned_permutations(n: int, k: int, seed: int) -> list[np.ndarray]:
     return perms
 
 
-def figure_1a(out: Path, quick: bool, seed: int = 0, log=print) -> list[dict]:
+def figure_1a(out: Path, quick: bool, seed: int = 0, restarts: int = 2, log=print) -> list[dict]:
     from scipy.stats import spearmanr
 
     from bayesalign.datasets import mad_toy
@@ -144,9 +145,12 @@ def figure_1a(out: Path, quick: bool, seed: int = 0, log=print) -> list[dict]:
     rows = []
     for perm in misaligned_permutations(n, k, seed):
         views = {"Y1": problem.views["Y1"], "Y2": problem.views["Y2"][perm]}
-        model = MRD(latent_dim=5, num_inducing=15, seed=seed, progress=False,
-                    max_iter=150 if quick else 400, warmup_iters=50 if quick else 100).fit(views)
-        rows.append({"kendall_tau": kendall_tau_of_permutation(perm), "elbo": model.elbo()})
+        # the bound of one fit is a local optimum: the best of a few restarts estimates the maximum
+        bounds = [MRD(latent_dim=5, num_inducing=15, seed=seed + r, progress=False, init=init,
+                      max_iter=150 if quick else 400, warmup_iters=50 if quick else 100).fit(views).elbo()
+                  for r, init in enumerate(("pca", "pca_split", "random")[:restarts])]
+        rows.append({"kendall_tau": kendall_tau_of_permutation(perm), "elbo": max(bounds),
+                     "elbo_restarts": " ".join(f"{b:.1f}" for b in bounds)})
         log(f"fig1a: Kendall-tau {rows[-1]['kendall_tau']:.3f}  MRD bound {rows[-1]['elbo']:.1f}")
     rho = spearmanr([r["kendall_tau"] for r in rows], [r["elbo"] for r in rows])[0]
     log(f"fig1a: Spearman correlation of bound and misalignment {rho:.2f} (paper: the bound falls steadily)")
