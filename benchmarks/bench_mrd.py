@@ -16,7 +16,8 @@ sin(t), cos(2.5 t), sin(1.7 t + 1), each plus N(0, 0.1^2) noise; view "a" is a r
 N(0, 0.1^2) noise; numpy ``default_rng(seed)`` draws everything in that order. So the shared
 signal is sin(t) and each view has one private signal (the toy data of the MAD paper, section 4).
 
-Run:  python benchmarks/bench_mrd.py [--large] [--gpy-large] [--threads-large 2] [--memory]
+Run:  python benchmarks/bench_mrd.py [--large] [--large-dtypes float64,float32] [--gpy-large]
+      [--threads-large 2] [--memory]
 """
 
 from __future__ import annotations
@@ -79,15 +80,23 @@ def fit_gpy(views, Q, M, max_evals, warmup, seed=0):
     model._objective_grads = objective
     x = model.optimizer_array.copy()
     bound = -float(np.asarray(model._objective_grads(x)[0]).reshape(-1)[0])
-    reps = 30
-    t0 = time.perf_counter()
-    for i in range(reps):
-        model._objective_grads(x + 1e-9 * i)
-    per_eval = (time.perf_counter() - t0) / reps
-    return bound, seconds, trace, per_eval
+    return bound, seconds, trace, gpy_evaluator(model)
 
 
-def per_eval_seconds(model, reps=30):
+def gpy_evaluator(model):
+    """One GPy bound+gradient evaluation at (a hair off) the current parameters."""
+    x = model.optimizer_array.copy()
+    step = [0]
+
+    def evaluate():
+        step[0] += 1
+        model._objective_grads(x + 1e-12 * step[0])
+
+    return evaluate
+
+
+def our_evaluator(model):
+    """One bayesalign bound+gradient evaluation, as the fit's closure does it."""
     module = model.module_
 
     def evaluate():
@@ -96,20 +105,42 @@ def per_eval_seconds(model, reps=30):
         bound = module()
         (-bound).backward()
 
-    evaluate()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        evaluate()
-    return (time.perf_counter() - t0) / reps
+    return evaluate
 
 
-def fit_ours(views, Q, M, max_evals, warmup, seed=0):
+def time_evaluations(evaluators: dict, reps: int = 30, rounds: int = 5) -> dict:
+    """Per-evaluation (wall, CPU) seconds of each evaluator, interleaved round by round so that both
+    libraries see the same machine load; the median round of each is reported. CPU time
+    (``time.process_time``) is less sensitive than wall time to other processes on a shared machine."""
+    samples = {name: [] for name in evaluators}
+    for f in evaluators.values():
+        f()
+    for _ in range(rounds):
+        for name, f in evaluators.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(reps):
+                f()
+            samples[name].append(((time.perf_counter() - w0) / reps, (time.process_time() - c0) / reps))
+    return {name: tuple(float(np.median([s[i] for s in runs])) for i in range(2)) for name, runs in samples.items()}
+
+
+def per_eval_seconds(model, reps=30):
+    return time_evaluations({"ours": our_evaluator(model)}, reps=reps, rounds=1)["ours"][0]
+
+
+def fit_ours(views, Q, M, max_evals, warmup, seed=0, dtype="float64"):
     start = time.perf_counter()
     model = MRD(latent_dim=Q, num_inducing=M, max_iter=max_evals, warmup_iters=warmup, seed=seed,
-                progress=False).fit(views)
+                progress=False, dtype=dtype).fit(views)
     seconds = time.perf_counter() - start
     setup = seconds - (model.history_seconds_[-1] if model.n_iter_ else 0.0)
     return model, seconds, setup
+
+
+def evaluations_to(history: np.ndarray, fraction: float = 0.999) -> int:
+    """First evaluation whose bound has made ``fraction`` of the fit's total improvement."""
+    start, best = history[0], history.max()
+    return int(np.flatnonzero(history >= start + fraction * (best - start))[0]) + 1
 
 
 def reference(args):
@@ -127,13 +158,13 @@ def reference(args):
     if have_gpy:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            g_bound, g_seconds, g_trace, g_eval = fit_gpy(views, Q, M, evals, warmup, seed=args.seed)
-        print(f"  GPy        bound {g_bound:10.3f}   {g_seconds:7.2f} s   {len(g_trace)} evaluations   "
-              f"{1e3 * g_eval:6.2f} ms per bound+gradient")
+            g_bound, g_seconds, g_trace, g_evaluate = fit_gpy(views, Q, M, evals, warmup, seed=args.seed)
+        print(f"  GPy        bound {g_bound:10.3f}   {g_seconds:7.2f} s   {len(g_trace)} evaluations")
+    cpu0 = time.process_time()
     model, seconds, setup = fit_ours(views, Q, M, evals, warmup, seed=args.seed)
-    o_eval = per_eval_seconds(model)
+    cpu_fit = time.process_time() - cpu0
     print(f"  bayesalign bound {model.elbo():10.3f}   {seconds:7.2f} s   {model.n_iter_} evaluations   "
-          f"{1e3 * o_eval:6.2f} ms per bound+gradient")
+          f"({cpu_fit:.2f} s CPU)")
     if have_gpy:
         reached = np.flatnonzero(model.history_ >= g_bound - 1e-9)
         if reached.size:
@@ -146,7 +177,19 @@ def reference(args):
         g_reached = [t for t, b in g_trace if b >= model.elbo() - 1e-9]
         if g_reached:
             print(f"  GPy reaches our final bound after {g_reached[0]:.2f} s")
-        print(f"  per evaluation: bayesalign is {g_eval / o_eval:.1f}x faster")
+    evaluators = {"bayesalign": our_evaluator(model)}
+    if have_gpy:
+        evaluators["GPy"] = g_evaluate
+    timing = time_evaluations(evaluators)
+    for name, (wall, cpu) in timing.items():
+        print(f"  {name:10s} one bound+gradient: {1e3 * wall:6.2f} ms wall, {1e3 * cpu:6.2f} ms CPU (interleaved)")
+    if have_gpy:
+        (o_wall, o_cpu), (g_wall, g_cpu) = timing["bayesalign"], timing["GPy"]
+        n_gpy = len(g_trace)
+        i = int(reached[0]) + 1 if reached.size else model.n_iter_
+        print(f"  per evaluation: bayesalign is {g_wall / o_wall:.1f}x faster (wall), {g_cpu / o_cpu:.1f}x (CPU); "
+              f"to GPy's final bound: {i} of our evaluations vs {n_gpy} of GPy's, i.e. "
+              f"{(n_gpy * g_cpu) / (i * o_cpu):.1f}x faster in CPU time at equal load")
 
 
 def large(args):
@@ -156,13 +199,21 @@ def large(args):
     warmup = min(args.warmup, args.large_evals // 2)
     print(f"larger workload: 2 views, N={N}, D={D}, Q={Q}, M={M}, {args.large_evals} evaluations "
           f"({warmup} with the noise fixed), torch threads={args.threads_large}")
-    model, seconds, setup = fit_ours(views, Q, M, args.large_evals, warmup, seed=args.seed)
-    o_eval = per_eval_seconds(model, reps=3)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"  bayesalign bound {model.elbo():12.3f}   {seconds:7.2f} s   {model.n_iter_} evaluations   "
-          f"{o_eval:6.3f} s per bound+gradient   peak RSS {rss:.0f} MB")
-    print(f"  relevance a {np.round(model.relevance_['a'] / model.relevance_['a'].max(), 3)}")
-    print(f"  relevance b {np.round(model.relevance_['b'] / model.relevance_['b'].max(), 3)}")
+    for dtype in args.large_dtypes.split(","):
+        cpu0 = time.process_time()
+        try:
+            model, seconds, setup = fit_ours(views, Q, M, args.large_evals, warmup, seed=args.seed, dtype=dtype)
+        except Exception as exc:  # noqa: BLE001 -- report and go on with the next dtype
+            print(f"  bayesalign {dtype}: failed: {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        cpu_fit = time.process_time() - cpu0
+        o_eval = per_eval_seconds(model, reps=3)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"  bayesalign {dtype}: bound {model.elbo():12.3f}   {seconds:7.2f} s ({cpu_fit:.1f} s CPU)   "
+              f"{model.n_iter_} evaluations (converged: {model.converged_}; 99.9% of the improvement after "
+              f"{evaluations_to(model.history_)})   {o_eval:6.3f} s per bound+gradient   peak RSS {rss:.0f} MB")
+        print(f"    relevance a {np.round(model.relevance_['a'] / model.relevance_['a'].max(), 3)}")
+        print(f"    relevance b {np.round(model.relevance_['b'] / model.relevance_['b'].max(), 3)}")
     if args.gpy_large:
         import GPy
 
@@ -212,7 +263,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--large", action="store_true", help="also run the N=2000 workload")
     parser.add_argument("--large-evals", type=int, default=300)
-    parser.add_argument("--threads-large", type=int, default=2)
+    parser.add_argument("--threads-large", type=int, default=1,
+                        help="torch threads for the N=2000 fit (on a loaded 2-core machine 2 threads measured "
+                             "10x slower than 1: the threads wait for each other)")
+    parser.add_argument("--large-dtypes", default="float64", help="comma-separated, e.g. float64,float32")
     parser.add_argument("--gpy-large", action="store_true", help="time one GPy evaluation at N=2000")
     parser.add_argument("--memory", action="store_true", help="peak memory of one evaluation against N")
     parser.add_argument("--skip-reference", action="store_true")

@@ -32,6 +32,8 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from linear_operator.utils.errors import NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 
+from .kernels import fast_gram
+
 __all__ = [
     "InducingPosterior",
     "collapsed_bound",
@@ -81,7 +83,15 @@ def stable_cholesky(matrix: torch.Tensor, what: str = "matrix", jitter: float | 
 
 
 def kernel_matrix(kernel, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
-    """The dense kernel matrix ``k(x1, x2)`` [N1, N2] of a GPyTorch kernel (``x2 = x1`` if omitted)."""
+    """The dense kernel matrix ``k(x1, x2)`` [N1, N2] of a GPyTorch kernel (``x2 = x1`` if omitted).
+
+    ``k(x1, x1)`` of ``rbf (+ bias) (+ white)`` takes :func:`bayesalign.gp.kernels.fast_gram` (the same
+    values in a tenth of the tensor operations).
+    """
+    if x2 is None:
+        gram = fast_gram(kernel, x1)
+        if gram is not None:
+            return gram
     # non-lazy evaluation: the lazy kernel tensor costs twice the time on the small matrices here
     with gpytorch.settings.lazily_evaluate_kernels(False):
         out = kernel(x1, x1 if x2 is None else x2)

@@ -26,9 +26,11 @@ in :math:`\Psi_2` (derived in the private helpers below; GPy has them for RBF/li
 RBF x linear). Bias (constant) and white (diagonal-only) terms complete the usual GP-LVM kernel.
 Any other GPyTorch kernel is integrated by tensor-product Gauss-Hermite quadrature.
 
-The summed RBF :math:`\Psi_2` (the hot spot of the bound) goes through the custom autograd
-Function :func:`bayesalign.gp.functions.rbf_psi2.rbf_psi2_sum` (memory linear in N, hand-written
-backward); the plain-torch path here stays as its reference.
+Summed statistics of ``ScaleKernel(RBFKernel)`` on all dimensions (plus bias / white terms) come
+from one fused custom autograd Function, :func:`bayesalign.gp.functions.rbf_psi.rbf_psi_statistics`
+(psi0, psi1 and psi2 in one forward, hand-written backward, memory linear in N); for other sums the
+summed RBF :math:`\Psi_2` goes through :func:`bayesalign.gp.functions.rbf_psi2.rbf_psi2`. The
+plain-torch path here stays as their reference (``fast=False``).
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .functions.rbf_psi import rbf_psi_statistics
 from .functions.rbf_psi2 import rbf_psi2
-from .kernels import _kernel_terms, _Term
+from .kernels import _kernel_terms, _rbf_parts, _Term
 
 __all__ = ["PsiStatistics", "psi_statistics", "supports_analytic"]
 
@@ -97,8 +100,11 @@ def psi_statistics(
         ``n_quadrature ** d`` nodes for a kernel on d dimensions). Default: as many as keep the grid
         at most 4096 nodes, between 2 and 10 points per dimension.
     fast : bool
-        Use the custom autograd Function for the summed RBF psi2 (equal to the reference path to
-        round-off; set False to get the plain-torch reference).
+        Use the custom autograd Functions (equal to the reference path to round-off; set False to get
+        the plain-torch reference): for summed statistics of ``ScaleKernel(RBFKernel)`` on all
+        dimensions, plus any bias / white terms, all three statistics come from one fused Function
+        (:func:`~bayesalign.gp.functions.rbf_psi.rbf_psi_statistics`); otherwise the summed RBF psi2
+        goes through :func:`~bayesalign.gp.functions.rbf_psi2.rbf_psi2`.
 
     Returns
     -------
@@ -117,6 +123,10 @@ def psi_statistics(
     """
     mu, S, Z = _check_inputs(mu, S, Z)
     terms = _kernel_terms(kernel)
+    if fast and not per_point:
+        fused = _fused_rbf_statistics(terms, mu, S, Z)
+        if fused is not None:
+            return fused
     quadrature = _Quadrature(mu, S, n_quadrature)
     psi1_of = {}  # term index -> [N, M]; reused by the cross terms
 
@@ -163,6 +173,35 @@ def _check_inputs(mu, S, Z):
     if bool((S < 0).any()):
         raise ValueError("S (variances of q(X)) must be non-negative")
     return mu, S, Z
+
+
+# ---------------------------------------------------------------------------------------------------
+# fused path: one RBF term on every dimension (+ bias / white terms), summed statistics
+# ---------------------------------------------------------------------------------------------------
+
+
+def _fused_rbf_statistics(terms, mu, S, Z) -> PsiStatistics | None:
+    r"""The summed statistics through :class:`~bayesalign.gp.functions.rbf_psi.RBFPsiStatistics`, or None.
+
+    Applies when the kernel is one RBF term on all dimensions plus any bias / white terms. All bias
+    terms act as one constant :math:`b`: :math:`\psi_0 \mathrel{+}= N b`, :math:`\Psi_1 \mathrel{+}= b`,
+    :math:`\Psi_2 \mathrel{+}= b (\mathbf{1} \Psi_1^{rbf} + (\mathbf{1} \Psi_1^{rbf})^\top) + N b^2`
+    (the bias x RBF cross terms of :func:`_psi2_pair`); a white term only adds :math:`N \sigma_w^2` to psi0.
+    """
+    N, Q = mu.shape
+    parts = _rbf_parts(terms, Q, mu)
+    if parts is None:
+        return None
+    psi0, psi1, psi2 = rbf_psi_statistics(parts.variance, parts.lengthscale, mu, S, Z)
+    if parts.white is not None:
+        psi0 = psi0 + N * parts.white
+    if parts.bias is not None:
+        bias = parts.bias
+        column_sums = psi1.sum(0)  # [M]
+        psi0 = psi0 + N * bias
+        psi2 = psi2 + bias * (column_sums.unsqueeze(0) + column_sums.unsqueeze(1)) + N * bias.square()
+        psi1 = psi1 + bias
+    return PsiStatistics(psi0, psi1, psi2)
 
 
 # ---------------------------------------------------------------------------------------------------

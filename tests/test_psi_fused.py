@@ -1,0 +1,114 @@
+"""The fused RBF psi-statistics Function and the fast RBF Gram matrix against the plain-torch references."""
+
+import gpytorch
+import numpy as np
+import pytest
+import torch
+
+from bayesalign.gp.bound import kernel_matrix
+from bayesalign.gp.functions.rbf_psi import RBFGram, rbf_psi_statistics
+from bayesalign.gp.kernels import fast_gram, make_kernel
+from bayesalign.gp.psi import psi_statistics
+
+DT = torch.float64
+
+
+def inputs(N, M, Q, seed):
+    g = torch.Generator().manual_seed(seed)
+    mu = (torch.randn(N, Q, generator=g, dtype=DT) + 2.0).requires_grad_()  # off-centre: the shift matters
+    S = (0.05 + torch.rand(N, Q, generator=g, dtype=DT)).requires_grad_()
+    Z = (1.5 * torch.randn(M, Q, generator=g, dtype=DT) + 2.0).requires_grad_()
+    return mu, S, Z
+
+
+def kernel_with(name, Q, ard=True, seed=0):
+    kernel = make_kernel(name, Q, ard=ard, bias_variance=0.3, white_variance=0.02)
+    rng = np.random.default_rng(seed)
+    for module in kernel.modules():
+        if isinstance(module, gpytorch.kernels.RBFKernel):
+            n = Q if ard else 1
+            module.lengthscale = torch.as_tensor(rng.uniform(0.4, 3.0, size=n), dtype=DT)  # some dims nearly off
+    return kernel
+
+
+def test_gradcheck_fused_function():
+    mu, S, Z = inputs(N=5, M=3, Q=2, seed=1)
+    variance = torch.tensor(1.3, dtype=DT, requires_grad=True)
+    lengthscale = torch.tensor([0.7, 1.9], dtype=DT, requires_grad=True)
+    for chunk_size in (None, 2):  # one block kept for the backward / three chunks recomputed
+        def f(*args, chunk_size=chunk_size):
+            return rbf_psi_statistics(*args, chunk_size=chunk_size)
+
+        assert torch.autograd.gradcheck(f, (variance, lengthscale, mu, S, Z))
+
+
+@pytest.mark.parametrize("name,ard", [("rbf", True), ("rbf", False), ("rbf+bias+white", True), ("rbf+bias", True)])
+def test_fused_equals_reference(name, ard):
+    """Values and every gradient (mu, S, Z, raw hyperparameters) equal the plain-torch path to 1e-10."""
+    N, M, Q = 60, 7, 3
+    kernel = kernel_with(name, Q, ard=ard)
+    mu, S, Z = inputs(N, M, Q, seed=2)
+    g = torch.Generator().manual_seed(3)
+    G1, G2 = torch.randn(N, M, generator=g, dtype=DT), torch.randn(M, M, generator=g, dtype=DT)
+    wrt = (mu, S, Z, *kernel.parameters())
+    results = []
+    for fast in (True, False):
+        stats = psi_statistics(kernel, mu, S, Z, fast=fast)
+        loss = 0.7 * stats.psi0 + (stats.psi1 * G1).sum() + (stats.psi2 * G2).sum()
+        results.append((stats, torch.autograd.grad(loss, wrt)))
+    (fused, grads_fused), (ref, grads_ref) = results
+    for a, b in zip(fused, ref):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+    for a, b in zip(grads_fused, grads_ref):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64, 1000])  # the backward recomputes exp(E) / reuses the forward's
+def test_fused_chunks_agree(chunk_size):
+    mu, S, Z = inputs(N=50, M=6, Q=2, seed=4)
+    variance = torch.tensor(0.8, dtype=DT, requires_grad=True)
+    lengthscale = torch.tensor([1.1, 0.6], dtype=DT, requires_grad=True)
+    G2 = torch.randn(6, 6, generator=torch.Generator().manual_seed(5), dtype=DT)
+    wrt = (variance, lengthscale, mu, S, Z)
+    one = rbf_psi_statistics(variance, lengthscale, mu, S, Z, chunk_size=1000)[2]
+    chunked = rbf_psi_statistics(variance, lengthscale, mu, S, Z, chunk_size=chunk_size)[2]
+    torch.testing.assert_close(chunked, one, rtol=0, atol=1e-12)
+    for a, b in zip(torch.autograd.grad((chunked * G2).sum(), wrt), torch.autograd.grad((one * G2).sum(), wrt)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+def test_fused_known_value():
+    """Point masses (S = 0) at the inducing inputs: psi1 = k(z, z') and psi2 = sum_n k(z, x_n) k(x_n, z')."""
+    Z = torch.tensor([[0.0, 0.0], [1.0, 2.0]], dtype=DT)
+    mu = Z[[0, 0, 1]]
+    S = torch.zeros(3, 2, dtype=DT)
+    variance, lengthscale = torch.tensor(2.0, dtype=DT), torch.tensor([1.0, 2.0], dtype=DT)
+    k01 = 2.0 * np.exp(-0.5 * (1.0 + 1.0))  # (1/1)^2 + (2/2)^2
+    psi0, psi1, psi2 = rbf_psi_statistics(variance, lengthscale, mu, S, Z)
+    assert float(psi0) == pytest.approx(6.0)
+    np.testing.assert_allclose(psi1.numpy(), [[2.0, k01], [2.0, k01], [k01, 2.0]], rtol=1e-12)
+    np.testing.assert_allclose(psi2.numpy(), psi1.numpy().T @ psi1.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["rbf", "rbf+bias+white", "linear"])
+def test_fast_gram_equals_gpytorch(name):
+    kernel = kernel_with(name, 3)
+    Z = inputs(N=2, M=9, Q=3, seed=6)[2]
+    gram = kernel_matrix(kernel, Z)
+    if name == "linear":
+        assert fast_gram(kernel, Z) is None  # not an RBF: GPyTorch's kernel call
+    with gpytorch.settings.lazily_evaluate_kernels(False):
+        ref = kernel(Z, Z).to_dense()
+    torch.testing.assert_close(gram, ref, rtol=0, atol=1e-12)
+    G = torch.randn(9, 9, generator=torch.Generator().manual_seed(7), dtype=DT)
+    wrt = (Z, *kernel.parameters())
+    for a, b in zip(torch.autograd.grad((gram * G).sum(), wrt), torch.autograd.grad((ref * G).sum(), wrt)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+def test_gradcheck_gram():
+    x = inputs(N=2, M=5, Q=2, seed=8)[2]
+    variance = torch.tensor(0.9, dtype=DT, requires_grad=True)
+    lengthscale = torch.tensor([0.6, 1.4], dtype=DT, requires_grad=True)
+    assert torch.autograd.gradcheck(RBFGram.apply, (variance, lengthscale, x))
+    assert torch.equal(RBFGram.apply(variance, lengthscale, x).diagonal(), variance.detach().expand(5))
