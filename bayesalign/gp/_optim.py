@@ -134,7 +134,9 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         for p in params:
             p.grad = None
         value = float(closure())
-        finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)
+        grads = [p.grad.reshape(-1) for p in params if p.grad is not None]
+        # one reduction (and one device sync) for all gradients, not one per parameter
+        finite = not grads or bool(torch.isfinite(torch.cat(grads)).all())
         tracker.record(value, finite)
         return value
 
