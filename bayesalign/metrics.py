@@ -106,14 +106,18 @@ def _pair_keys(ia, ib, ta, tb):
 def kendall_tau_distance(predicted, truth, views=None) -> float:
     r"""Normalised Kendall-tau distance between the predicted and the true matching.
 
-    For the m rows i of view a that are matched by the prediction (partner :math:`p_i`) and
-    have a true partner :math:`t_i`, the fraction of discordant pairs of rows,
+    For the m rows i of view a that the prediction matches to a row :math:`p_i` of view b
+    which has a true partner in a, let :math:`r_i = t^{-1}(p_i)` be that true partner (the row
+    of a the prediction effectively puts at position i). The distance is the fraction of
+    discordant pairs between the order of the rows of a and the order of the :math:`r_i`,
 
-    .. math:: d_K = \frac{\#\{k < l : (p_k - p_l)(t_k - t_l) < 0\}
-              + \tfrac12 \#\{k < l : p_k = p_l\}}{\binom{m}{2}} = \frac{1 - \tau}{2},
+    .. math:: d_K = \frac{\#\{k < l : (r_k - r_l)(k - l) < 0\}
+              + \tfrac12 \#\{k < l : r_k = r_l\}}{\binom{m}{2}} = \frac{1 - \tau}{2},
 
-    where :math:`\tau` is Kendall's rank correlation of the two orderings; a tie in the
-    prediction (two rows sent to one row of b) counts as half a discordance. 0 for the true
+    where :math:`\tau` is Kendall's rank correlation; a tie (two rows sent to one row of b)
+    counts as half a discordance. Measured in view a's row order (the sequence order of
+    MAD's toy and motion data), it does not change when the rows of view b are relabelled,
+    e.g. by :meth:`AlignmentProblem.shuffle_unaligned`. 0 for the true
     matching, 1 for the reversed order, about 0.5 at random: the measure of MAD's Table 1
     (Damianou, Lawrence & Ek 2016). O(m log m) through ``scipy.stats.kendalltau``.
     Returns NaN when fewer than two rows can be scored.
@@ -141,9 +145,16 @@ def kendall_tau_distance(predicted, truth, views=None) -> float:
         raise ValueError("kendall_tau_distance: the prediction matches a row of view a more than once")
     if np.unique(ta).size != ta.size or np.unique(tb).size != tb.size:
         raise ValueError("kendall_tau_distance: the truth must be one-to-one")
-    rows, at_p, at_t = np.intersect1d(pa, ta, assume_unique=True, return_indices=True)
-    x, y = pb[at_p], tb[at_t]  # predicted and true partners of the scored rows
-    m = rows.size
+    if tb.size == 0:
+        return float("nan")
+    by_b = np.argsort(tb)
+    sorted_b = tb[by_b]
+    slot = np.minimum(np.searchsorted(sorted_b, pb), sorted_b.size - 1)
+    # scored: rows with a true partner whose predicted partner has a true partner in view a
+    known = (sorted_b[slot] == pb) & np.isin(pa, ta)
+    x = ta[by_b[slot[known]]]  # [m] r_i: the true a-partner of each predicted partner
+    y = pa[known]  # [m] the rows i of view a themselves
+    m = x.size
     if m < 2:
         return float("nan")
     n0 = m * (m - 1) // 2
