@@ -299,16 +299,33 @@ def test_nan_in_the_bound_stops_with_a_clear_error_and_the_best_parameters(monke
     calls = {"n": 0}
 
     def record(self, value, grads_finite=True):
-        calls["n"] += 1
-        return original(self, float("nan") if calls["n"] == 25 else value, grads_finite)
+        calls["n"] += 1  # from evaluation 25 on, every bound is NaN
+        return original(self, float("nan") if calls["n"] >= 25 else value, grads_finite)
 
     monkeypatch.setattr(_optim._Tracker, "record", record)
     model = _small()
     with pytest.raises(NonFiniteBoundError, match="evaluation 25; the best parameters so far .* restored"):
         model.fit(Y)
+    # L-BFGS-B backtracked (at most MAX_NONFINITE_STEPS times) before giving up
+    assert 25 <= calls["n"] <= 25 + _optim.MAX_NONFINITE_STEPS
     # the restored parameters are those of the best evaluation recorded before the NaN
     assert model.n_iter_ == 24
     assert model.elbo() == pytest.approx(model.history_[10:].max(), rel=1e-12)
+
+
+def test_a_transient_nan_step_is_backtracked_from(monkeypatch):
+    Y = curve_data(30, 5)
+    original = _optim._Tracker.record
+    calls = {"n": 0}
+
+    def record(self, value, grads_finite=True):
+        calls["n"] += 1  # one line-search step lands where the bound is NaN
+        return original(self, float("nan") if calls["n"] == 25 else value, grads_finite)
+
+    monkeypatch.setattr(_optim._Tracker, "record", record)
+    model = _small().fit(Y)
+    assert calls["n"] > 25 and np.all(np.isfinite(model.history_))
+    assert model.elbo() == pytest.approx(model.history_.max(), rel=1e-9)
 
 
 def test_keyboard_interrupt_keeps_the_best_parameters(monkeypatch):

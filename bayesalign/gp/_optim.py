@@ -20,8 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from linear_operator.utils.errors import NanError, NotPSDError
 
 __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
+
+#: Consecutive non-finite evaluations L-BFGS-B may backtrack from before the fit stops with an error.
+MAX_NONFINITE_STEPS = 10
 
 
 class NonFiniteBoundError(FloatingPointError):
@@ -133,7 +137,10 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
             raise _Stop
         for p in params:
             p.grad = None
-        value = float(closure())
+        try:
+            value = float(closure())
+        except (NanError, NotPSDError):  # a Cholesky of a NaN or indefinite matrix: a non-finite bound
+            value = math.nan
         grads = [p.grad.reshape(-1) for p in params if p.grad is not None]
         # one reduction (and one device sync) for all gradients, not one per parameter
         finite = not grads or bool(torch.isfinite(torch.cat(grads)).all())
@@ -183,15 +190,28 @@ def _run_lbfgsb(evaluate, params, max_evals, tol):
                 p.copy_(torch.as_tensor(x[offset:offset + size], dtype=p.dtype, device=p.device).reshape(shape))
                 offset += size
 
+    failures = []
+
     def fun(x):
         unflatten_into(x)
-        value = evaluate()
+        try:
+            value = evaluate()
+        except NonFiniteBoundError as exc:
+            # A line-search step into a region where the bound is NaN/inf: report +inf so that
+            # L-BFGS-B backtracks (as GPy/paramz do); give up after a few such steps in a row.
+            failures.append(exc)
+            if len(failures) > MAX_NONFINITE_STEPS:
+                raise
+            return math.inf, np.zeros(x.size)
+        failures.clear()
         grad = _flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         return -value, grad
 
     result = minimize(fun, _flatten(params), jac=True, method="L-BFGS-B",
                       options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
                                "maxcor": 10})
+    if failures:  # L-BFGS-B stopped without getting past the non-finite region
+        raise failures[0]
     message = str(result.message)
     return bool(result.success) and "CONVERGENCE" in message.upper(), message
 
