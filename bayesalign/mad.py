@@ -800,7 +800,7 @@ class MAD:
         rows_a, rows_b, C = self.cost_matrix(a, b, cost)  # [n_a, n_b]
         _, _, va, _, _, vb, _ = self._candidates(a, b)
         T = float(temperature) if temperature is not None else self._temperature(cost, va, vb)
-        return rows_a, rows_b, _sinkhorn_marginals(C, T, cost_limit)[0]
+        return rows_a, rows_b, matching.sinkhorn_marginals(C, T, cost_limit)[0]
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
               n_samples: int = 100, temperature: float | None = None, order=None, seed=None,
@@ -902,11 +902,11 @@ class MAD:
             info["probability"] = f"perturb-and-MAP frequency over {int(n_samples)} samples"
             info["_permutations"] = sampled.permutations
         elif C.size <= DENSE_SINKHORN_MAX:
-            P, info["sinkhorn_error"] = _sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
+            P, info["sinkhorn_error"] = matching.sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
             info["probability"] = "sinkhorn marginal"
-        else:  # dense Sinkhorn is too slow here (near-hard costs): kNN candidates, see _sparse_sinkhorn
+        else:  # dense Sinkhorn is too slow here (near-hard costs): kNN candidates, see matching.sparse_sinkhorn
             ei, ej = _knn_edges(ma, mb, SINKHORN_NEIGHBORS)
-            P, info["sinkhorn_error"] = _sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit)
+            P, info["sinkhorn_error"] = matching.sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit)
             P = P.toarray()  # [n_a, n_b]
             info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
         if matcher == "hungarian":
@@ -928,7 +928,7 @@ class MAD:
         ei, ej = _knn_edges(ma, mb, k)  # candidate pairs
         ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
         shape = (ma.shape[0], mb.shape[0])
-        P, info["sinkhorn_error"] = _sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit)  # csr [n_a, n_b]
+        P, info["sinkhorn_error"] = matching.sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit)  # csr [n_a, n_b]
         info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
         if matcher == "hungarian" and cost == "mean":
             hard = matching.assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
@@ -1047,97 +1047,6 @@ def _knn_edges(mean_a, mean_b, k: int):
     ej = np.concatenate([to_b.ravel(), np.repeat(np.arange(n_b), kb)])
     keys = np.unique(ei * n_b + ej)
     return keys // n_b, keys % n_b
-
-
-def _segment_logsumexp(values, segments, n_segments):
-    """log sum exp of ``values`` per segment id (every segment non-empty): [n_segments]."""
-    top = np.full(n_segments, -np.inf)
-    np.maximum.at(top, segments, values)
-    total = np.zeros(n_segments)
-    np.add.at(total, segments, np.exp(values - top[segments]))
-    return top + np.log(total)
-
-
-def _sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit, tol: float = 1e-3, n_iter: int = 5000):
-    """Log-domain Sinkhorn on the candidate pairs only: (csr marginals [n_a, n_b], marginal error).
-
-    PRIVATE STAND-IN for a sparse mode of :func:`bayesalign.matching.sinkhorn` (which is dense):
-    the same problem, conventions and epsilon scaling (Schmitzer 2019: temperatures halving
-    from the cost spread down to T, warm-started), with exp(-C/T) set to 0 outside the
-    candidate pairs: rows / columns sum to 1; the larger side of a rectangular problem to at
-    most 1; with ``cost_limit`` L a dustbin row and column at cost L/2 with masses n_b and n_a.
-    Memory and time per sweep O(edges). Stops at ``tol`` (largest |log row mass / target|) or
-    after ``n_iter`` sweeps in all; rows / columns above 1 are then scaled down, as in the
-    dense path.
-    """
-    n_a, n_b = shape
-    cost = np.asarray(cost, np.float64)  # [E]
-    ei, ej = np.asarray(ei, np.int64), np.asarray(ej, np.int64)
-    log_a, log_b = np.zeros(n_a), np.zeros(n_b)
-    cap_a = cap_b = False
-    if cost_limit is not None:  # dustbin: row n_a and column n_b
-        ei = np.concatenate([ei, np.arange(n_a), np.full(n_b, n_a), [n_a]])
-        ej = np.concatenate([ej, np.full(n_a, n_b), np.arange(n_b), [n_b]])
-        cost = np.concatenate([cost, np.full(n_a + n_b, 0.5 * float(cost_limit)), [0.0]])
-        log_a, log_b = np.r_[log_a, np.log(n_b)], np.r_[log_b, np.log(n_a)]
-    else:
-        cap_a, cap_b = n_a > n_b, n_b > n_a
-    rows, cols = log_a.size, log_b.size
-    temperatures = [float(temperature)]
-    spread = float(cost.max() - cost.min())
-    while temperatures[-1] * 2 < spread:
-        temperatures.append(temperatures[-1] * 2)
-    f, g = np.zeros(rows), np.zeros(cols)  # potentials in cost units
-    error, done = np.inf, 0
-    for stage, temp in enumerate(reversed(temperatures)):
-        stage_tol = tol if stage == len(temperatures) - 1 else max(tol, 1e-2)
-        logk = cost / -temp  # [E]
-        alpha, beta = f / temp, g / temp
-        sweeps = 0
-        while done < n_iter:
-            done += 1
-            sweeps += 1
-            new_alpha = log_a - _segment_logsumexp(logk + beta[ej], ei, rows)
-            if cap_a:
-                np.minimum(new_alpha, log_a, out=new_alpha)
-            error = float(np.max(np.abs(new_alpha - alpha)))
-            alpha = new_alpha
-            beta = log_b - _segment_logsumexp(logk + alpha[ei], ej, cols)
-            if cap_b:
-                np.minimum(beta, log_b, out=beta)
-            if error <= stage_tol and sweeps > 1:
-                break
-        f, g = temp * alpha, temp * beta
-    plan = np.exp(logk + alpha[ei] + beta[ej])  # [E]
-    keep = (ei < n_a) & (ej < n_b)
-    P = sp.csr_matrix((plan[keep], (ei[keep], ej[keep])), shape=(n_a, n_b))
-    row_sum = np.asarray(P.sum(1)).ravel()
-    P = sp.diags(1.0 / np.maximum(row_sum, 1.0)) @ P
-    col_sum = np.asarray(P.sum(0)).ravel()
-    P = sp.csr_matrix(P @ sp.diags(1.0 / np.maximum(col_sum, 1.0)))
-    return P, error
-
-
-def _sinkhorn_marginals(C, temperature, cost_limit, tol: float = 1e-3, n_iter: int = 5000):
-    """Sinkhorn match marginals of exp(-C / T) (dustbin with ``cost_limit``) and the marginal error.
-
-    Near-hard problems (tiny posterior variances, hence costs spanning thousands of units)
-    make Sinkhorn converge sublinearly: on the toy data (90 x 90) the marginal error is
-    6e-3 after 200 iterations, 1e-3 after 1000 and still 4e-5 after 20000. Probabilities do
-    not need more than about 1e-2, so iterations stop at ``tol`` or after ``n_iter``; the
-    remaining error is returned (``info["sinkhorn_error"]``) instead of warned about, and any
-    row or column that still sums above 1 (by at most that error) is scaled down to 1, so the
-    result is always a sub-stochastic matrix.
-    """
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="sinkhorn did not converge")
-        soft = matching.sinkhorn(C, temperature=temperature, cost_limit=cost_limit, n_iter=n_iter, tol=tol)
-    P = soft.marginals  # [n_a, n_b]
-    P = P / np.maximum(P.sum(1, keepdims=True), 1.0)
-    P = P / np.maximum(P.sum(0, keepdims=True), 1.0)
-    return P, float(soft.error)
 
 
 def _shared_dims(rel_a, rel_b, threshold: float, views) -> np.ndarray:

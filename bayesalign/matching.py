@@ -38,7 +38,8 @@ from ._utils import as_rng
 from .data import Alignment, check_view
 
 __all__ = ["PerturbAndMapResult", "SinkhornResult", "assign", "linear_assignment", "marginal_assignment",
-           "myopic_assignment", "pairwise_costs", "perturb_and_map", "sinkhorn", "sparse_assignment"]
+           "myopic_assignment", "pairwise_costs", "perturb_and_map", "sinkhorn", "sinkhorn_marginals",
+           "sparse_assignment", "sparse_sinkhorn"]
 
 METRICS = ("euclidean", "sqeuclidean")
 DEFAULT_VIEWS = ("view0", "view1")
@@ -861,6 +862,95 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     marginals = plan[:n_a, :n_b]
     return SinkhornResult(marginals, np.clip(1.0 - marginals.sum(1), 0.0, 1.0),
                           np.clip(1.0 - marginals.sum(0), 0.0, 1.0), (alpha, beta), n_done, error, converged)
+
+
+def _segment_logsumexp(values, segments, n_segments):
+    """log sum exp of ``values`` per segment id (every segment non-empty): [n_segments]."""
+    top = np.full(n_segments, -np.inf)
+    np.maximum.at(top, segments, values)
+    total = np.zeros(n_segments)
+    np.add.at(total, segments, np.exp(values - top[segments]))
+    return top + np.log(total)
+
+
+def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):
+    """Log-domain Sinkhorn on the candidate pairs only: (csr marginals [n_a, n_b], marginal error).
+
+    The sparse counterpart of :func:`sinkhorn` for candidate pairs (e.g. k nearest neighbours):
+    the same problem, conventions and epsilon scaling (Schmitzer 2019: temperatures halving
+    from the cost spread down to T, warm-started), with exp(-C/T) set to 0 outside the
+    candidate pairs: rows / columns sum to 1; the larger side of a rectangular problem to at
+    most 1; with ``cost_limit`` L a dustbin row and column at cost L/2 with masses n_b and n_a.
+    Memory and time per sweep O(edges). Stops at ``tol`` (largest |log row mass / target|) or
+    after ``n_iter`` sweeps in all; rows / columns above 1 are then scaled down, as in the
+    dense path.
+    """
+    n_a, n_b = shape
+    cost = np.asarray(cost, np.float64)  # [E]
+    ei, ej = np.asarray(ei, np.int64), np.asarray(ej, np.int64)
+    log_a, log_b = np.zeros(n_a), np.zeros(n_b)
+    cap_a = cap_b = False
+    if cost_limit is not None:  # dustbin: row n_a and column n_b
+        ei = np.concatenate([ei, np.arange(n_a), np.full(n_b, n_a), [n_a]])
+        ej = np.concatenate([ej, np.full(n_a, n_b), np.arange(n_b), [n_b]])
+        cost = np.concatenate([cost, np.full(n_a + n_b, 0.5 * float(cost_limit)), [0.0]])
+        log_a, log_b = np.r_[log_a, np.log(n_b)], np.r_[log_b, np.log(n_a)]
+    else:
+        cap_a, cap_b = n_a > n_b, n_b > n_a
+    rows, cols = log_a.size, log_b.size
+    temperatures = [float(temperature)]
+    spread = float(cost.max() - cost.min())
+    while temperatures[-1] * 2 < spread:
+        temperatures.append(temperatures[-1] * 2)
+    f, g = np.zeros(rows), np.zeros(cols)  # potentials in cost units
+    error, done = np.inf, 0
+    for stage, temp in enumerate(reversed(temperatures)):
+        stage_tol = tol if stage == len(temperatures) - 1 else max(tol, 1e-2)
+        logk = cost / -temp  # [E]
+        alpha, beta = f / temp, g / temp
+        sweeps = 0
+        while done < n_iter:
+            done += 1
+            sweeps += 1
+            new_alpha = log_a - _segment_logsumexp(logk + beta[ej], ei, rows)
+            if cap_a:
+                np.minimum(new_alpha, log_a, out=new_alpha)
+            error = float(np.max(np.abs(new_alpha - alpha)))
+            alpha = new_alpha
+            beta = log_b - _segment_logsumexp(logk + alpha[ei], ej, cols)
+            if cap_b:
+                np.minimum(beta, log_b, out=beta)
+            if error <= stage_tol and sweeps > 1:
+                break
+        f, g = temp * alpha, temp * beta
+    plan = np.exp(logk + alpha[ei] + beta[ej])  # [E]
+    keep = (ei < n_a) & (ej < n_b)
+    P = sp.csr_matrix((plan[keep], (ei[keep], ej[keep])), shape=(n_a, n_b))
+    row_sum = np.asarray(P.sum(1)).ravel()
+    P = sp.diags(1.0 / np.maximum(row_sum, 1.0)) @ P
+    col_sum = np.asarray(P.sum(0)).ravel()
+    P = sp.csr_matrix(P @ sp.diags(1.0 / np.maximum(col_sum, 1.0)))
+    return P, error
+
+
+def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):
+    """Sinkhorn match marginals of exp(-C / T) (dustbin with ``cost_limit``) and the marginal error.
+
+    Near-hard problems (tiny posterior variances, hence costs spanning thousands of units)
+    make Sinkhorn converge sublinearly: on the toy data (90 x 90) the marginal error is
+    6e-3 after 200 iterations, 1e-3 after 1000 and still 4e-5 after 20000. Probabilities do
+    not need more than about 1e-2, so iterations stop at ``tol`` or after ``n_iter``; the
+    remaining error is returned (``info["sinkhorn_error"]``) instead of warned about, and any
+    row or column that still sums above 1 (by at most that error) is scaled down to 1, so the
+    result is always a sub-stochastic matrix.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="sinkhorn did not converge")
+        soft = sinkhorn(C, temperature=temperature, cost_limit=cost_limit, n_iter=n_iter, tol=tol)
+    P = soft.marginals  # [n_a, n_b]
+    P = P / np.maximum(P.sum(1, keepdims=True), 1.0)
+    P = P / np.maximum(P.sum(0, keepdims=True), 1.0)
+    return P, float(soft.error)
 
 
 class PerturbAndMapResult(NamedTuple):

@@ -31,7 +31,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -205,12 +204,10 @@ def _sinkhorn_marginals(cost, temperature, cost_limit, n_iter: int = 1000) -> np
     """Sinkhorn marginals (Na, Nb), or None when they are not converged to ``SINKHORN_TOLERANCE``:
     at temperatures far below the spread of the costs the iterations crawl, and the unconverged
     plan's rows do not sum to one, so its entries are no probabilities."""
-    from .matching import sinkhorn
+    from .matching import sinkhorn_marginals
 
-    with warnings.catch_warnings():  # convergence is checked here
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = sinkhorn(cost, temperature, cost_limit, n_iter=n_iter)
-    return result.marginals if result.error <= SINKHORN_TOLERANCE else None
+    marginals, error = sinkhorn_marginals(cost, temperature, cost_limit, tol=SINKHORN_TOLERANCE, n_iter=n_iter)
+    return marginals if error <= SINKHORN_TOLERANCE else None
 
 
 def match_embedding(embedding: LatentEmbedding, problem: AlignmentProblem, a: str, b: str,

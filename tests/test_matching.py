@@ -438,3 +438,18 @@ def test_marginal_assignment_maximises_expected_correct_pairs():
     C = rng.exponential(size=(4, 4))
     al = m.marginal_assignment(np.eye(4) * 0.9, cost=C)
     np.testing.assert_allclose(al.costs, np.diag(C))
+
+
+@pytest.mark.parametrize("cost_limit", [None, 1.5])
+@pytest.mark.parametrize("shape", [(6, 6), (5, 8)])
+def test_sparse_sinkhorn_on_all_pairs_equals_the_dense_marginals(shape, cost_limit):
+    rng = np.random.default_rng(11)
+    cost = rng.random(shape) * 3.0
+    ei, ej = np.nonzero(np.ones(shape))
+    sparse, err_sparse = m.sparse_sinkhorn(ei, ej, cost[ei, ej], 0.5, shape, cost_limit, tol=1e-10,
+                                                  n_iter=20000)
+    dense, err_dense = m.sinkhorn_marginals(cost, 0.5, cost_limit, tol=1e-10, n_iter=20000)
+    assert max(err_sparse, err_dense) < 1e-8
+    np.testing.assert_allclose(sparse.toarray(), dense, atol=1e-7)
+    # the smaller view's rows (or, with a dustbin, every row with its dustbin share) sum to at most 1
+    assert dense.sum(axis=1).max() <= 1 + 1e-9 and dense.sum(axis=0).max() <= 1 + 1e-9
