@@ -383,15 +383,9 @@ def demo(out_dir="bayesalign-demo", dataset: str = "mocap", seed: int = 0, devic
 
 
 def _save(fig, path) -> Path:
-    import matplotlib.pyplot as plt
+    from .plot import save_figure
 
-    from ._utils import atomic_write
-
-    path = Path(path)
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, Path(path), dpi=110)
 
 
 def plot_reliability(runs: Mapping, path, n_bins: int = 10) -> Path:

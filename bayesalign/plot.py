@@ -137,3 +137,18 @@ def plot_bound_trace(source, ax=None, n_warmup: int | None = None, seconds: bool
     if finite.size > 10:  # the first evaluations are far below: show the converging part
         ax.set_ylim(np.quantile(finite, 0.05), finite.max() + 0.02 * (finite.max() - np.quantile(finite, 0.05)))
     return ax
+
+
+def save_figure(fig, path, dpi: int = 120):
+    """Write ``fig`` as PNG atomically (a temporary file renamed onto ``path``) and close it.
+
+    An interrupted run never leaves a truncated figure; returns the path.
+    """
+    import matplotlib.pyplot as plt
+
+    from ._utils import atomic_write
+
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=dpi)
+    plt.close(fig)
+    return path

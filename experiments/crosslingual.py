@@ -52,6 +52,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bayesalign._utils import atomic_write
+from bayesalign.plot import save_figure
 
 PAPER_D = 100  # latent dimension of the IJCAI 2013 and ICML 2008 experiments
 N_NEIGHBORS = 10  # "we use kNN with 10 nearest neighbors to build adjacency graphs"
@@ -318,9 +319,7 @@ def plot_d_sweep(sweep, frame, path: Path) -> None:
     ax.set_title(f"top-10 retrieval against d, {pair}, {fraction:.0%} anchors", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def markdown_table(frame) -> str:
@@ -355,9 +354,7 @@ def plot_pair(frame, pair: str, path: Path) -> None:
     fig.suptitle("Cross-lingual retrieval test on mfeat views (cf. Wang & Mahadevan 2013, Figures 2-4)",
                  fontsize=10)
     fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def comparison_with_papers(frame, sweep=None):

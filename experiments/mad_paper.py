@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bayesalign.plot import save_figure
+
 RESULTS = Path(__file__).resolve().parent / "results" / "mad_paper"
 PARTS = ("fig1a", "table1", "dstar", "fig3", "compare", "beyond")
 
@@ -165,8 +167,7 @@ def figure_1a(out: Path, quick: bool, seed: int = 0, restarts: int = 2, log=prin
     ax.set_ylabel("MRD lower bound")
     ax.set_title(f"Figure 1a (Spearman {rho:.2f})")
     fig.tight_layout()
-    fig.savefig(out / "fig1a_bound_vs_misalignment.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig1a_bound_vs_misalignment.png")
     _write_table(rows, out / "fig1a_bound_vs_misalignment")
     return rows
 
@@ -237,8 +238,7 @@ def dstar_figures(out: Path, fitted, log=print):
         ax.set_ylabel("view 1")
         fig.tight_layout()
         path = out / f"{captions[name]}_dstar_{name}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save_figure(fig, path)
         log(f"dstar: wrote {path.name}")
 
 
@@ -265,8 +265,7 @@ def figure_3(out: Path, fitted, n_show: int = 12, log=print):
     axes[1, 0].set_title("MAD", fontsize=7, loc="left")
     fig.suptitle("Figure 3: top halves with their matched bottom halves", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "fig3_digits_matched_halves.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig3_digits_matched_halves.png")
     log("fig3: wrote fig3_digits_matched_halves.png")
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from bayesalign._utils import atomic_write
+from bayesalign.plot import save_figure
 
 PAPER = "Wang, Krafft & Mahadevan (2011), sections 5.3.3 / 5.4.3 (Figure 5.8: levels 800 / 91 / 2)"
 CHAPTER_DIMENSIONS = (800, 91, 2)
@@ -187,9 +188,7 @@ def plot(levels, profiles_by_level, classes, path: Path) -> None:
     fig.colorbar(image, ax=fig.axes[1:], shrink=0.6, label="class mean (std units)")
     fig.suptitle("Multiscale alignment, mfeat round {0,6,8} vs stroke {1,4,7} digits "
                  "(chapter Figure 5.8 analogue)", fontsize=10)
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def main(argv=None) -> int:

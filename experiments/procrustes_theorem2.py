@@ -82,6 +82,7 @@ from scipy.interpolate import RegularGridInterpolator
 
 from bayesalign._utils import as_rng, atomic_write
 from bayesalign.graph import heat_kernel, knn_graph, laplacian, median_edge_length
+from bayesalign.plot import save_figure
 
 PAPER = "Wang & Mahadevan (ICML 2008), Figure 4 (Theorem 2) and section 4.3 (PVF transfer)"
 EPSILON = 0.5  # the theorem's bound on ||Q - P|| used by the paper
@@ -486,9 +487,7 @@ def plot_figure4(frame, path: Path) -> None:
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     fig.suptitle("Theorem 2 bound vs measured (Wang & Mahadevan 2008, Figure 4)", fontsize=10)
     fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def main(argv=None) -> int:

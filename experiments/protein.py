@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from bayesalign._utils import atomic_write
+from bayesalign.plot import save_figure
 
 CHAPTER = "Wang, Krafft & Mahadevan (2011), section 5.4.1"
 ICML08 = "Wang & Mahadevan (ICML 2008), section 4.1"
@@ -159,9 +160,7 @@ def figure(panels: list[tuple[str, dict]], path: Path, title: str, columns: int 
             ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None) -> int:
