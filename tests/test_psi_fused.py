@@ -112,3 +112,73 @@ def test_gradcheck_gram():
     lengthscale = torch.tensor([0.6, 1.4], dtype=DT, requires_grad=True)
     assert torch.autograd.gradcheck(RBFGram.apply, (variance, lengthscale, x))
     assert torch.equal(RBFGram.apply(variance, lengthscale, x).diagonal(), variance.detach().expand(5))
+
+
+# ---------------------------------------------------------------------------------------------------
+# RBFViewsBound: every view's collapsed bound (Kuu, psi-statistics and F) in one Function
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shared_z", [True, False])
+def test_gradcheck_views_bound(shared_z):
+    from bayesalign.gp.bound import RBFViewsBound
+
+    g = torch.Generator().manual_seed(3)
+    V, N, M, Q = 2, 7, 4, 3
+    var = (0.5 + torch.rand(V, generator=g, dtype=DT)).requires_grad_()
+    ls = (0.5 + torch.rand(V, Q, generator=g, dtype=DT)).requires_grad_()
+    bias = (0.5 * torch.rand(V, generator=g, dtype=DT)).requires_grad_()
+    white = (0.05 + 0.3 * torch.rand(V, generator=g, dtype=DT)).requires_grad_()
+    noise = (0.2 + torch.rand(V, generator=g, dtype=DT)).requires_grad_()
+    mu = torch.randn(N, Q, generator=g, dtype=DT).requires_grad_()
+    S = (0.1 + 0.5 * torch.rand(N, Q, generator=g, dtype=DT)).requires_grad_()
+    Z = torch.randn(1 if shared_z else V, M, Q, generator=g, dtype=DT).requires_grad_()
+    Y = torch.randn(V, N, 5, generator=g, dtype=DT)
+    Y[1, :, 3:] = 0.0  # view 1 has 3 columns, zero-padded to 5
+    widths = torch.tensor([5.0, 3.0], dtype=DT)
+    for chunk_size in (N, 3):  # one kept block / three recomputed chunks
+        def f(*args, chunk_size=chunk_size):
+            return RBFViewsBound.apply(*args, Y, widths, Y.square().sum((1, 2)), 1e-6, chunk_size)
+
+        assert torch.autograd.gradcheck(f, (var, ls, bias, white, noise, mu, S, Z), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "rbf+bias", "rbf+white"])
+@pytest.mark.parametrize("inducing", ["shared", "per_view"])
+def test_views_bound_equals_the_view_by_view_bound(kernel, inducing):
+    """The fused path of LatentGPModule (all views at once) against the per-view autograd path, on views of
+    different widths: the same F_v and the same gradient of every parameter."""
+    from bayesalign.gp import MRD
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    views = {"a": np.tanh(X @ rng.normal(size=(2, 9))) + 0.1 * rng.normal(size=(40, 9)),
+             "b": np.sin(X @ rng.normal(size=(2, 4))) + 0.1 * rng.normal(size=(40, 4))}
+    model = MRD(latent_dim=3, num_inducing=8, kernel=kernel, inducing=inducing, max_iter=20, warmup_iters=5,
+                progress=False, seed=0).fit(views)
+    module = model.module_
+    assert module._rbf_parts() is not None  # the fused path is taken
+    params = list(module.parameters())
+
+    def values_and_grads(fused):
+        for p in params:
+            p.grad = None
+        F = module.view_bounds() if fused else torch.stack([module.view_bound(v) for v in range(2)])
+        (F.sum() - module.kl()).backward()
+        return F.detach(), [p.grad.clone() for p in params]
+
+    F_fused, g_fused = values_and_grads(True)
+    F_ref, g_ref = values_and_grads(False)
+    torch.testing.assert_close(F_fused, F_ref, rtol=1e-10, atol=1e-8)
+    for a, b in zip(g_fused, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7 * float(b.abs().max()))
+
+
+def test_views_bound_falls_back_for_other_kernels():
+    from bayesalign.gp import MRD
+
+    rng = np.random.default_rng(1)
+    views = {"a": rng.normal(size=(20, 4)), "b": rng.normal(size=(20, 3))}
+    model = MRD(latent_dim=2, num_inducing=5, kernel="linear+white", max_iter=0, progress=False, seed=0).fit(views)
+    module = model.module_
+    assert module._rbf_parts() is None
+    expected = sum(float(module.view_bound(v)) for v in range(2)) - float(module.kl())
+    assert float(module()) == pytest.approx(expected, rel=1e-12)

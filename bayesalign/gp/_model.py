@@ -26,13 +26,15 @@ from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
 from . import _optim
 from .bound import (
     InducingPosterior,
+    RBFViewsBound,
     collapsed_bound,
     inducing_posterior,
     kernel_matrix,
     kl_standard_normal,
     stable_cholesky,
 )
-from .kernels import ard_relevance, make_kernel
+from .functions.rbf_psi2 import default_chunk_size
+from .kernels import _kernel_terms, _rbf_parts, ard_relevance, make_kernel
 from .psi import psi_statistics
 
 _INITS = ("pca", "pca_split", "random")
@@ -74,6 +76,16 @@ class LatentGPModule(gpytorch.Module):
         self.n_views = len(outputs)
         for v, Y in enumerate(outputs):
             self.register_buffer(f"outputs_{v}", Y)  # [N, D_v]
+        # every view's outputs zero-padded to the widest, for the view-batched bound (RBFViewsBound);
+        # derived from outputs_v, so not saved
+        widths = [Y.shape[1] for Y in outputs]
+        padded = outputs[0].new_zeros(len(outputs), outputs[0].shape[0], max(widths))  # [V, N, D_max]
+        for v, Y in enumerate(outputs):
+            padded[v, :, :widths[v]] = Y
+        self.register_buffer("padded_outputs", padded, persistent=False)
+        self.register_buffer("output_widths", torch.tensor(widths, dtype=padded.dtype, device=padded.device),
+                             persistent=False)  # [V]
+        self.register_buffer("output_sq_norms", padded.square().sum((1, 2)), persistent=False)  # tr(Y'Y) [V]
         self.q_mean = torch.nn.Parameter(q_mean.clone())  # [N, Q]
         self.register_parameter("raw_q_variance", torch.nn.Parameter(torch.zeros_like(q_variance)))
         self.register_constraint("raw_q_variance", Positive())
@@ -128,10 +140,45 @@ class LatentGPModule(gpytorch.Module):
     def kl(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
         return kl_standard_normal(self.q_mean, self.q_variance if q_variance is None else q_variance)
 
+    def view_bounds(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
+        """F_v of every view [V] (without the KL term).
+
+        When every kernel is ``rbf (+ bias) (+ white)`` on all latent dimensions (the default), all
+        views go through one :class:`~bayesalign.gp.bound.RBFViewsBound`; otherwise view by view
+        through :meth:`view_bound`. Both give the same values and gradients (tested).
+        """
+        S = self.q_variance if q_variance is None else q_variance
+        parts = self._rbf_parts()
+        if parts is None:
+            return torch.stack([self.view_bound(v, S) for v in range(self.n_views)])
+        variance, lengthscale, bias, white = parts
+        mu = self.q_mean
+        chunk = default_chunk_size(mu.shape[0], self.inducing_inputs.shape[1], mu.device, self.n_views)
+        return RBFViewsBound.apply(variance, lengthscale, bias, white, self.noise, mu, S, self.inducing_inputs,
+                                   self.padded_outputs, self.output_widths, self.output_sq_norms, self.jitter,
+                                   chunk)
+
+    def _rbf_parts(self):
+        """(variance [V], lengthscale [V, Q], bias [V], white [V]) when every kernel is rbf (+ bias) (+ white)."""
+        Q = self.q_mean.shape[1]
+        like = self.q_mean
+        if getattr(self, "_kernel_terms_cache", None) is None:  # the structure of the kernels never changes
+            self._kernel_terms_cache = [_kernel_terms(kernel) for kernel in self.kernels]
+        parts = []
+        for terms in self._kernel_terms_cache:
+            part = _rbf_parts(terms, Q, like)
+            if part is None:
+                return None
+            parts.append(part)
+        zero = like.new_zeros(())
+        return (torch.stack([p.variance for p in parts]), torch.stack([p.lengthscale for p in parts]),
+                torch.stack([zero if p.bias is None else p.bias for p in parts]),
+                torch.stack([zero if p.white is None else p.white for p in parts]))
+
     def forward(self) -> torch.Tensor:
         """The bound ``sum_v F_v - KL(q(X) || N(0, I))`` (the KL counted once)."""
         S = self.q_variance  # [N, Q]
-        return sum(self.view_bound(v, S) for v in range(self.n_views)) - self.kl(S)
+        return self.view_bounds(S).sum() - self.kl(S)
 
     @torch.no_grad()
     def posterior(self, v: int) -> InducingPosterior:

@@ -48,18 +48,44 @@ class OptimResult:
     message: str = ""
 
 
+class _FlatParameters:
+    """The parameters as views into one flat buffer, so that setting all of them is one copy.
+
+    While it is open, ``p.data`` of every parameter is a view into ``self.flat`` (the Parameter
+    objects, and so the module's references to them, are unchanged); :meth:`close` gives each its
+    own storage back. Reading the gradients is one concatenation.
+    """
+
+    def __init__(self, params):
+        self.params = list(params)
+        self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]) if self.params else None  # [P]
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.data = self.flat[offset:offset + n].view_as(p)
+            offset += n
+
+    def gradient(self) -> torch.Tensor:
+        """The concatenated gradients [P] (zeros for a parameter without one)."""
+        return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.params])
+
+    def close(self):
+        for p in self.params:
+            p.data = p.data.clone()
+
+
 class _Tracker:
     """Counts evaluations, records the bound, keeps a copy of the best parameters, drives tqdm."""
 
-    def __init__(self, params, history, times, max_evals, progress, desc):
-        self.params = list(params)
+    def __init__(self, flat: _FlatParameters, history, times, max_evals, progress, desc):
+        self.flat = flat
         self.history = history
         self.times = times
         self.start = time.perf_counter()
         self.max_evals = max_evals
         self.n_evals = 0
         self.best = -math.inf
-        self.best_params = [p.detach().clone() for p in self.params]
+        self.best_params = flat.flat.clone() if flat.flat is not None else None
         self.bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -80,16 +106,14 @@ class _Tracker:
             self.times.append(time.perf_counter() - self.start)
         if value > self.best:
             self.best = value
-            for saved, p in zip(self.best_params, self.params):
-                saved.copy_(p.detach())
+            self.best_params.copy_(self.flat.flat)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(bound=f"{value:.6g}", refresh=False)
 
     def restore(self):
-        with torch.no_grad():
-            for saved, p in zip(self.best_params, self.params):
-                p.copy_(saved)
+        if self.best_params is not None:
+            self.flat.flat.copy_(self.best_params)
 
     def close(self):
         if self.bar is not None:
@@ -128,11 +152,13 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
     """
     params = [p for p in params if p.requires_grad]
     history = [] if history is None else history
-    tracker = _Tracker(params, history, times, max_evals, progress, desc)
+    flat = _FlatParameters(params)
+    tracker = _Tracker(flat, history, times, max_evals, progress, desc)
     start = tracker.start
     converged, interrupted, message = False, False, ""
 
-    def evaluate() -> float:
+    def evaluate() -> tuple[float, torch.Tensor]:
+        """The bound and its gradient [P] at the current parameters (recorded by the tracker)."""
         if tracker.n_evals >= max_evals:
             raise _Stop
         for p in params:
@@ -141,17 +167,16 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
             value = float(closure())
         except (NanError, NotPSDError):  # a Cholesky of a NaN or indefinite matrix: a non-finite bound
             value = math.nan
-        grads = [p.grad.reshape(-1) for p in params if p.grad is not None]
+        grad = flat.gradient()
         # one reduction (and one device sync) for all gradients, not one per parameter
-        finite = not grads or bool(torch.isfinite(torch.cat(grads)).all())
-        tracker.record(value, finite)
-        return value
+        tracker.record(value, math.isfinite(value) and bool(torch.isfinite(grad).all()))
+        return value, grad
 
     try:
         if not params or max_evals <= 0:
             message = "nothing to optimise"
         elif method == "lbfgs":
-            converged, message = _run_lbfgsb(evaluate, params, max_evals, tol)
+            converged, message = _run_lbfgsb(evaluate, flat.flat, max_evals, tol)
         elif method == "adam":
             converged, message = _run_adam(evaluate, params, max_evals, tol, learning_rate, history)
         else:
@@ -166,36 +191,28 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
     except BaseException:
         tracker.restore()
         tracker.close()
+        flat.close()
         raise
     tracker.restore()
     tracker.close()
+    flat.close()
     return OptimResult(n_evals=tracker.n_evals, best=tracker.best, converged=converged,
                        interrupted=interrupted, seconds=time.perf_counter() - start, message=message)
 
 
-def _flatten(tensors) -> np.ndarray:
-    return np.concatenate([t.detach().reshape(-1).cpu().numpy().astype(np.float64) for t in tensors])
-
-
-def _run_lbfgsb(evaluate, params, max_evals, tol):
+def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol):
+    """scipy's L-BFGS-B on the flat parameter buffer (float64 numpy; one copy in and out per step)."""
     from scipy.optimize import minimize
 
-    shapes = [p.shape for p in params]
-    sizes = [p.numel() for p in params]
-
-    def unflatten_into(x):
-        offset = 0
-        with torch.no_grad():
-            for p, shape, size in zip(params, shapes, sizes):
-                p.copy_(torch.as_tensor(x[offset:offset + size], dtype=p.dtype, device=p.device).reshape(shape))
-                offset += size
-
     failures = []
+    # on the CPU a float64 buffer shares memory with the numpy vector: setting it is one copy_
+    host = flat.detach().cpu().numpy().astype(np.float64)
 
     def fun(x):
-        unflatten_into(x)
+        with torch.no_grad():
+            flat.copy_(torch.from_numpy(x))
         try:
-            value = evaluate()
+            value, grad = evaluate()
         except NonFiniteBoundError as exc:
             # A line-search step into a region where the bound is NaN/inf: report +inf so that
             # L-BFGS-B backtracks (as GPy/paramz do); give up after a few such steps in a row.
@@ -204,10 +221,9 @@ def _run_lbfgsb(evaluate, params, max_evals, tol):
                 raise
             return math.inf, np.zeros(x.size)
         failures.clear()
-        grad = _flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
-        return -value, grad
+        return -value, grad.detach().cpu().numpy().astype(np.float64, copy=False)
 
-    result = minimize(fun, _flatten(params), jac=True, method="L-BFGS-B",
+    result = minimize(fun, host, jac=True, method="L-BFGS-B",
                       options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
                                "maxcor": 10})
     if failures:  # L-BFGS-B stopped without getting past the non-finite region

@@ -40,77 +40,106 @@ from torch.autograd.function import once_differentiable
 
 from .rbf_psi2 import default_chunk_size, psi2_sum_backward, psi2_sum_forward
 
-__all__ = ["RBFGram", "RBFPsiStatistics", "rbf_psi_statistics"]
+__all__ = ["RBFGram", "RBFPsiStatistics", "gram_backward", "gram_forward", "psi_backward", "psi_forward",
+           "rbf_psi_statistics"]
+
+
+def psi_forward(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z: Tensor, chunk_size: int):
+    """RBF-ARD (psi0 [V], psi1 [V, N, M], psi2 [V, M, M]) of V kernels on one q(X), and what the backward needs.
+
+    Shapes: variance [V], lengthscale [V, Q], mu and S [N, Q] (shared by the V kernels), Z [V, M, Q].
+    Returns ``(psi0, psi1, psi2, saved)``; ``saved`` is a tuple of tensors for :func:`psi_backward`.
+    No autograd graph is built here (called from the forward of custom Functions).
+    """
+    center = Z.mean(1, keepdim=True)  # [V, 1, Q]; a constant shift (the statistics are translation invariant)
+    mu, Z = mu - center, Z - center  # [V, N, Q], [V, M, Q]
+    N = mu.shape[1]
+    p = lengthscale.reciprocal().square().unsqueeze(1)  # [V, 1, Q]
+    Z2 = Z.square()  # [V, M, Q]
+    # psi1 (Titsias & Lawrence 2010, Sec. 3), the square expanded: [N, Q] x [Q, M] products only
+    s1 = 1.0 + p * S  # [V, N, Q]
+    d = p / s1  # [V, N, Q]
+    dmu = d * mu  # [V, N, Q]
+    log_psi1 = torch.baddbmm(d @ Z2.mT, dmu, Z.mT, alpha=-2.0)  # sum_q d (z^2 - 2 mu z)   [V, N, M]
+    log_psi1.mul_(-0.5).add_((s1.log() + dmu * mu).sum(2, keepdim=True), alpha=-0.5)
+    psi1 = log_psi1.exp_().mul_(variance[:, None, None])  # [V, N, M]
+    # psi2: bilinear exponent coefficients (rbf_psi2 module docstring)
+    a = 0.25 * p  # [V, 1, Q]
+    s2 = 1.0 + 2.0 * p * S  # [V, N, Q]
+    b = p / s2  # [V, N, Q]
+    h = 2.0 * a - 0.5 * b  # [V, N, Q]
+    g = torch.baddbmm((b * mu) @ Z.mT, a + 0.25 * b, Z2.mT, alpha=-1.0)  # [V, N, M]
+    c = 2.0 * variance.log().unsqueeze(1) - (0.5 * s2.log() + b * mu.square()).sum(2)  # [V, N]
+    psi2, block = psi2_sum_forward(h, g, c, Z, chunk_size, keep=True)  # [V, M, M], exp(E) if one chunk
+    psi0 = N * variance  # [V]
+    empty = mu.new_empty(0)
+    saved = (variance, lengthscale, p, mu, S, Z, Z2, s1, d, psi1, s2, b, h, g, c, empty if block is None else block)
+    return psi0, psi1, psi2, saved
+
+
+def psi_backward(saved, grad_psi0: Tensor, grad_psi1: Tensor, grad_psi2: Tensor, chunk_size: int):
+    """Gradients (variance [V], lengthscale [V, Q], mu [N, Q], S [N, Q], Z [V, M, Q]) of
+    ``sum_v <grad_psi0_v, psi0_v> + <grad_psi1_v, psi1_v> + <grad_psi2_v, psi2_v>`` (module docstring).
+
+    ``saved`` is the tuple of :func:`psi_forward`; the gradients of mu and S are summed over the V kernels.
+    """
+    variance, lengthscale, p, mu, S, Z, Z2, s1, d, psi1, s2, b, h, g, c, block = saved
+    block = block if block.numel() else None
+    N = mu.shape[1]
+    # psi1
+    W = grad_psi1 * psi1  # [V, N, M]
+    r = W.sum(2, keepdim=True)  # [V, N, 1]
+    WZ = W @ Z  # [V, N, Q]
+    mu2 = mu.square()  # [V, N, Q]
+    A = torch.addcmul(W @ Z2, mu, WZ, value=-2.0).addcmul_(mu2, r)  # sum_m W (mu - z_m)^2   [V, N, Q]
+    grad_mu = d * (WZ - mu * r)  # [V, N, Q]
+    Wt = W.mT  # [V, M, N]
+    grad_Z = Wt @ (d * mu) - Z * (Wt @ d)  # [V, M, Q]
+    grad_S = 0.5 * (d.square() * A - d * r)  # [V, N, Q]
+    grad_p = -0.5 * ((S / s1) * r + A / s1.square()).sum(1)  # [V, Q]
+    grad_var = W.sum((1, 2)) / variance + N * grad_psi0  # [V]
+    # psi2: gradients of (h, g, c), then the chain rule by hand
+    grad_h, grad_g, grad_Z2 = psi2_sum_backward(h, g, c, Z, grad_psi2, chunk_size, block=block)
+    grad_c = 0.5 * grad_g.sum(2, keepdim=True)  # [V, N, 1]
+    GgZ = grad_g @ Z  # [V, N, Q]
+    GgZ2 = grad_g @ Z2  # [V, N, Q]
+    grad_b = mu * GgZ - 0.5 * grad_h - 0.25 * GgZ2 - grad_c * mu2  # [V, N, Q]
+    gsum = grad_g.sum(1)  # [V, M]
+    grad_a = 2.0 * grad_h.sum(1) - (gsum.unsqueeze(1) @ Z2).squeeze(1)  # [V, Q]
+    grad_mu += b * (GgZ - 2.0 * grad_c * mu)
+    a = 0.25 * p  # [V, 1, Q]
+    # dg/dZ_m = b mu - 2 (a + b/4) z_m
+    Ggt = grad_g.mT  # [V, M, N]
+    grad_Z += grad_Z2 + Ggt @ (b * mu) - Z * (Ggt @ (0.5 * b) + 2.0 * gsum.unsqueeze(2) * a)
+    # db/dS = -2 b^2, db/dp = 1/s2^2; c has -1/2 log s2: dc/dS = -b, dc/dp = -S/s2
+    grad_S += -2.0 * b.square() * grad_b - grad_c * b
+    grad_p += 0.25 * grad_a + (grad_b / s2.square() - grad_c * S / s2).sum(1)
+    grad_var = grad_var + 2.0 * grad_c.sum((1, 2)) / variance
+    grad_lengthscale = -2.0 * grad_p * p.squeeze(1) / lengthscale  # p = l^-2: dp/dl = -2 l^-3
+    return grad_var, grad_lengthscale, grad_mu.sum(0), grad_S.sum(0), grad_Z
 
 
 class RBFPsiStatistics(torch.autograd.Function):
     r"""(psi0 [], psi1 [N, M], psi2 [M, M]) of RBF-ARD from (variance [], lengthscale [Q], mu, S [N, Q], Z [M, Q]).
 
     The last input is the psi2 chunk size (int). The backward is hand-written (module docstring) and
-    not itself differentiable (no double backward).
+    not itself differentiable (no double backward). One view of :func:`psi_forward` /
+    :func:`psi_backward`.
     """
 
     @staticmethod
     def forward(ctx, variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z: Tensor, chunk_size: int):
-        center = Z.mean(0)  # [Q]; a constant shift (the statistics are translation invariant)
-        mu, Z = mu - center, Z - center
-        N = mu.shape[0]
-        p = lengthscale.reciprocal().square()  # [Q]
-        Z2 = Z.square()  # [M, Q]
-        # psi1 (Titsias & Lawrence 2010, Sec. 3), the square expanded: [N, Q] x [Q, M] products only
-        s1 = 1.0 + p * S  # [N, Q]
-        d = p / s1  # [N, Q]
-        dmu = d * mu  # [N, Q]
-        log_psi1 = torch.addmm(d @ Z2.T, dmu, Z.T, alpha=-2.0)  # sum_q d (z^2 - 2 mu z)   [N, M]
-        log_psi1.mul_(-0.5).add_((s1.log() + dmu * mu).sum(1, keepdim=True), alpha=-0.5)
-        psi1 = log_psi1.exp_().mul_(variance)  # [N, M]
-        # psi2: bilinear exponent coefficients (rbf_psi2 module docstring)
-        a = 0.25 * p  # [Q]
-        s2 = 1.0 + 2.0 * p * S  # [N, Q]
-        b = p / s2  # [N, Q]
-        h = 2.0 * a - 0.5 * b  # [N, Q]
-        g = torch.addmm((b * mu) @ Z.T, a + 0.25 * b, Z2.T, alpha=-1.0)  # [N, M]
-        c = 2.0 * variance.log() - (0.5 * s2.log() + b * mu.square()).sum(1)  # [N]
-        psi2, block = psi2_sum_forward(h, g, c, Z, chunk_size, keep=True)  # [M, M], exp(E) if one chunk
-        psi0 = N * variance
-        ctx.save_for_backward(variance, lengthscale, p, mu, S, Z, Z2, s1, d, psi1, s2, b, h, g, c, block)
+        psi0, psi1, psi2, saved = psi_forward(variance[None], lengthscale[None], mu, S, Z[None], chunk_size)
+        ctx.save_for_backward(*saved)
         ctx.chunk_size = chunk_size
-        return psi0, psi1, psi2
+        return psi0[0], psi1[0], psi2[0]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_psi0: Tensor, grad_psi1: Tensor, grad_psi2: Tensor):
-        variance, lengthscale, p, mu, S, Z, Z2, s1, d, psi1, s2, b, h, g, c, block = ctx.saved_tensors
-        N = mu.shape[0]
-        # psi1
-        W = grad_psi1 * psi1  # [N, M]
-        r = W.sum(1, keepdim=True)  # [N, 1]
-        WZ = W @ Z  # [N, Q]
-        mu2 = mu.square()  # [N, Q]
-        A = torch.addcmul(W @ Z2, mu, WZ, value=-2.0).addcmul_(mu2, r)  # sum_m W (mu - z_m)^2   [N, Q]
-        grad_mu = d * (WZ - mu * r)  # [N, Q]
-        grad_Z = W.T @ (d * mu) - Z * (W.T @ d)  # [M, Q]
-        dd = d.square()  # [N, Q]
-        grad_S = 0.5 * (dd * A - d * r)  # [N, Q]
-        grad_p = -0.5 * ((S / s1) * r + A / s1.square()).sum(0)  # [Q]
-        grad_var = W.sum() / variance + N * grad_psi0
-        # psi2: gradients of (h, g, c), then the chain rule by hand
-        grad_h, grad_g, grad_Z2 = psi2_sum_backward(h, g, c, Z, grad_psi2, ctx.chunk_size, block=block)
-        grad_c = 0.5 * grad_g.sum(1, keepdim=True)  # [N, 1]
-        GgZ = grad_g @ Z  # [N, Q]
-        GgZ2 = grad_g @ Z2  # [N, Q]
-        grad_b = mu * GgZ - 0.5 * grad_h - 0.25 * GgZ2 - grad_c * mu2  # [N, Q]
-        grad_a = 2.0 * grad_h.sum(0) - grad_g.sum(0) @ Z2  # [Q]
-        grad_mu += b * (GgZ - 2.0 * grad_c * mu)
-        a = 0.25 * p  # [Q]
-        # dg/dZ_m = b mu - 2 (a + b/4) z_m
-        grad_Z += grad_Z2 + grad_g.T @ (b * mu) - Z * (grad_g.T @ (0.5 * b) + 2.0 * grad_g.sum(0, keepdim=True).T * a)
-        # db/dS = -2 b^2, db/dp = 1/s2^2; c has -1/2 log s2: dc/dS = -b, dc/dp = -S/s2
-        grad_S += -2.0 * b.square() * grad_b - grad_c * b
-        grad_p += 0.25 * grad_a + (grad_b / s2.square() - grad_c * S / s2).sum(0)
-        grad_var = grad_var + 2.0 * grad_c.sum() / variance
-        grad_lengthscale = -2.0 * grad_p * p / lengthscale  # p = l^-2: dp/dl = -2 l^-3
-        return grad_var, grad_lengthscale, grad_mu, grad_S, grad_Z, None
+        grads = psi_backward(ctx.saved_tensors, grad_psi0[None], grad_psi1[None], grad_psi2[None], ctx.chunk_size)
+        grad_var, grad_lengthscale, grad_mu, grad_S, grad_Z = grads
+        return grad_var[0], grad_lengthscale[0], grad_mu, grad_S, grad_Z[0], None
 
 
 def rbf_psi_statistics(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z: Tensor,
@@ -151,6 +180,31 @@ def rbf_psi_statistics(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Ten
     return RBFPsiStatistics.apply(variance.reshape(()), lengthscale.reshape(-1), mu, S, Z, int(chunk_size))
 
 
+def gram_forward(variance: Tensor, lengthscale: Tensor, x: Tensor):
+    """RBF-ARD Gram matrices [V, n, n] of V kernels (variance [V], lengthscale [V, Q]) on x [V, n, Q];
+    returns ``(gram, saved)`` for :func:`gram_backward` (see :class:`RBFGram` for the formulas)."""
+    x = x - x.mean(1, keepdim=True)  # [V, n, Q]
+    inv = lengthscale.reciprocal().unsqueeze(1)  # [V, 1, Q]
+    z = x * inv  # [V, n, Q]
+    sq = z.square().sum(2)  # [V, n]
+    dist = torch.baddbmm(sq.unsqueeze(2) + sq.unsqueeze(1), z, z.mT, alpha=-2.0).clamp_min_(0.0)  # [V, n, n]
+    dist.diagonal(dim1=1, dim2=2).zero_()  # exactly 0 (round-off otherwise)
+    gram = dist.mul_(-0.5).exp_().mul_(variance[:, None, None])
+    return gram, (variance, lengthscale, inv.square(), x, gram)
+
+
+def gram_backward(saved, grad: Tensor):
+    """Gradients (variance [V], lengthscale [V, Q], x [V, n, Q]) of ``sum_v <grad_v, gram_v>``."""
+    variance, lengthscale, p, x, gram = saved
+    W = grad * gram  # [V, n, n]
+    Ws = W + W.mT
+    rows = Ws.sum(2, keepdim=True)  # [V, n, 1]
+    grad_x = (Ws @ x - x * rows) * p  # [V, n, Q]
+    grad_p = ((W @ x) * x).sum(1) - 0.5 * (rows * x.square()).sum(1)  # [V, Q]
+    grad_lengthscale = -2.0 * grad_p * p.squeeze(1) / lengthscale
+    return W.sum((1, 2)) / variance, grad_lengthscale, grad_x
+
+
 class RBFGram(torch.autograd.Function):
     r"""RBF-ARD Gram matrix :math:`K = \sigma^2 \exp(-\tfrac12 \sum_q p_q (x_{iq} - x_{jq})^2)` [n, n] from
     (variance [], lengthscale [Q], x [n, Q]), with a hand-written backward (one autograd node instead of
@@ -159,28 +213,19 @@ class RBFGram(torch.autograd.Function):
     :math:`\partial p_q = -\tfrac12 (\mathbf{1}^\top W_s x_{:q}^2 - 2 x_{:q}^\top W x_{:q})`,
     :math:`\partial \sigma^2 = \sum W / \sigma^2`. The points are shifted by their mean (translation
     invariance) so the expanded square stays small; the diagonal is exactly :math:`\sigma^2`.
+    One view of :func:`gram_forward` / :func:`gram_backward`.
     """
 
     @staticmethod
     def forward(ctx, variance: Tensor, lengthscale: Tensor, x: Tensor) -> Tensor:
-        x = x - x.mean(0)  # [n, Q]
-        p = lengthscale.reciprocal().square()  # [Q]
-        z = x * lengthscale.reciprocal()  # [n, Q]
-        sq = z.square().sum(1)  # [n]
-        dist = torch.addmm(sq.unsqueeze(1) + sq.unsqueeze(0), z, z.T, alpha=-2.0).clamp_min_(0.0)  # [n, n]
-        dist.diagonal().zero_()  # exactly 0 (round-off otherwise)
-        gram = dist.mul_(-0.5).exp_().mul_(variance)
-        ctx.save_for_backward(variance, lengthscale, p, x, gram)
-        return gram
+        gram, saved = gram_forward(variance.reshape(1), lengthscale.reshape(1, -1), x[None])
+        ctx.save_for_backward(*saved)
+        ctx.shapes = (variance.shape, lengthscale.shape)
+        return gram[0]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        variance, lengthscale, p, x, gram = ctx.saved_tensors
-        W = grad * gram  # [n, n]
-        Ws = W + W.T
-        rows = Ws.sum(1, keepdim=True)  # [n, 1]
-        grad_x = (Ws @ x - x * rows) * p  # [n, Q]
-        grad_p = ((W @ x) * x).sum(0) - 0.5 * (rows * x.square()).sum(0)  # [Q]
-        grad_lengthscale = -2.0 * grad_p * p / lengthscale
-        return W.sum() / variance, grad_lengthscale, grad_x
+        grad_var, grad_lengthscale, grad_x = gram_backward(ctx.saved_tensors, grad[None])
+        var_shape, ls_shape = ctx.shapes
+        return grad_var.reshape(var_shape), grad_lengthscale.reshape(ls_shape), grad_x[0]

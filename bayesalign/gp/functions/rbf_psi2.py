@@ -48,27 +48,27 @@ _CPU_CHUNK_ELEMENTS = 2**18
 _GPU_CHUNK_ELEMENTS = 2**25
 
 
-def default_chunk_size(n_points: int, num_inducing: int, device: torch.device) -> int:
-    """Points per chunk: the [chunk, M, M] block fits the cache (CPU) or fills the device (GPU)."""
+def default_chunk_size(n_points: int, num_inducing: int, device: torch.device, n_views: int = 1) -> int:
+    """Points per chunk: the [n_views, chunk, M, M] block fits the cache (CPU) or fills the device (GPU)."""
     budget = _GPU_CHUNK_ELEMENTS if torch.device(device).type != "cpu" else _CPU_CHUNK_ELEMENTS
-    return int(max(1, min(n_points, budget // max(1, num_inducing * num_inducing))))
+    return int(max(1, min(n_points, budget // max(1, n_views * num_inducing * num_inducing))))
 
 
 def _pair_products(Z: Tensor) -> Tensor:
-    """z_m * z_k for every pair (m, k): [M * M, Q]."""
-    M, Q = Z.shape
-    return (Z.unsqueeze(1) * Z.unsqueeze(0)).reshape(M * M, Q)
+    """z_m * z_k for every pair (m, k) of every view: [V, M * M, Q] from Z [V, M, Q]."""
+    V, M, Q = Z.shape
+    return (Z.unsqueeze(2) * Z.unsqueeze(1)).reshape(V, M * M, Q)
 
 
 def _exponent(h: Tensor, g: Tensor, c: Tensor, ZZ: Tensor, out: Tensor) -> Tensor:
-    """E_n[m, k] of a chunk into ``out`` [C, M, M], from h [C, Q], g [C, M], c [C], ZZ [M*M, Q].
+    """E_n[m, k] of a chunk into ``out`` [V, C, M, M], from h [V, C, Q], g [V, C, M], c [V, C], ZZ [V, M*M, Q].
 
-    One GEMM ``h ZZ' + c`` (a single matrix product is much faster than a batch of tiny ones) and
-    two broadcast adds of g.
+    One batched GEMM ``h ZZ' + c`` (a single matrix product per view is much faster than a batch of
+    tiny ones per point) and two broadcast adds of g.
     """
-    C, M = g.shape
-    torch.addmm(c.unsqueeze(1), h, ZZ.T, out=out.view(C, M * M))
-    return out.add_(g.unsqueeze(2)).add_(g.unsqueeze(1))
+    V, C, M = g.shape
+    torch.baddbmm(c.unsqueeze(2), h, ZZ.mT, out=out.view(V, C, M * M))
+    return out.add_(g.unsqueeze(3)).add_(g.unsqueeze(2))
 
 
 def _chunks(n_points: int, chunk_size: int):
@@ -81,83 +81,87 @@ class RBFPsi2Sum(torch.autograd.Function):
 
     Inputs: h [N, Q], g [N, M], c [N], Z [M, Q], chunk_size (int). Output: [M, M].
     One [chunk, M, M] work buffer is reused for every chunk (in-place exp, the sum over the chunk
-    as a matrix-vector product into the output). The backward is hand-written and recomputes each
-    chunk (see the module docstring); it is not itself differentiable (no double backward).
+    into the output). The backward is hand-written and recomputes each chunk (see the module
+    docstring); it is not itself differentiable (no double backward). The work is done by
+    :func:`psi2_sum_forward` / :func:`psi2_sum_backward`, which take a leading batch of views.
     """
 
     @staticmethod
     def forward(ctx, h: Tensor, g: Tensor, c: Tensor, Z: Tensor, chunk_size: int) -> Tensor:
         ctx.save_for_backward(h, g, c, Z)
         ctx.chunk_size = chunk_size
-        return psi2_sum_forward(h, g, c, Z, chunk_size)[0]
+        return psi2_sum_forward(h[None], g[None], c[None], Z[None], chunk_size)[0][0]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
         h, g, c, Z = ctx.saved_tensors
         need_h, need_z = ctx.needs_input_grad[0], ctx.needs_input_grad[3]
-        grad_h, grad_g, grad_z = psi2_sum_backward(h, g, c, Z, grad_out, ctx.chunk_size, need_h, need_z)
-        grad_c = 0.5 * grad_g.sum(1) if ctx.needs_input_grad[2] else None
-        return grad_h, (grad_g if ctx.needs_input_grad[1] else None), grad_c, grad_z, None
+        grad_h, grad_g, grad_z = psi2_sum_backward(h[None], g[None], c[None], Z[None], grad_out[None],
+                                                   ctx.chunk_size, need_h, need_z)
+        grad_c = 0.5 * grad_g[0].sum(1) if ctx.needs_input_grad[2] else None
+        return (grad_h[0] if need_h else None), (grad_g[0] if ctx.needs_input_grad[1] else None), grad_c, \
+            (grad_z[0] if need_z else None), None
 
 
 def psi2_sum_forward(h: Tensor, g: Tensor, c: Tensor, Z: Tensor, chunk_size: int, keep: bool = False):
-    """``sum_n exp(E_n)`` [M, M] chunk by chunk (one reused [chunk, M, M] buffer), and the block.
+    """``sum_n exp(E_n)`` [V, M, M] for V views at once, chunk by chunk (one reused work block), and the block.
 
-    When all N points fit one chunk there is no loop, and with ``keep`` the block ``exp(E)``
-    [N, M, M] is returned too (else None), so that the backward need not recompute it. Over several
-    chunks the backward recomputes them: keeping a large block (written to and read back from main
-    memory) measured slower than recomputing cache-sized chunks (N=2000, M=100: 0.67 s vs 0.55 s per
-    bound+gradient).
+    Shapes: h [V, N, Q], g [V, N, M], c [V, N], Z [V, M, Q] (V = 1 for one view). When all N points
+    fit one chunk there is no loop, and with ``keep`` the block ``exp(E)`` [V, N, M, M] is returned
+    too (else None), so that the backward need not recompute it. Over several chunks the backward
+    recomputes them: keeping a large block (written to and read back from main memory) measured
+    slower than recomputing cache-sized chunks (N=2000, M=100: 0.67 s vs 0.55 s per bound+gradient).
     """
-    N, M = g.shape
-    ZZ = _pair_products(Z)  # [M*M, Q]
+    V, N, M = g.shape
+    ZZ = _pair_products(Z)  # [V, M*M, Q]
     if N <= chunk_size:
-        block = _exponent(h, g, c, ZZ, out=g.new_empty(N, M, M)).exp_()  # [N, M, M]
-        return block.sum(0), (block if keep else None)
-    out = g.new_zeros(M, M)
-    work = g.new_empty(min(chunk_size, N), M, M)
-    ones = g.new_ones(1, work.shape[0])
+        block = _exponent(h, g, c, ZZ, out=g.new_empty(V, N, M, M)).exp_()  # [V, N, M, M]
+        return block.sum(1), (block if keep else None)
+    out = g.new_zeros(V, M, M)
+    work = g.new_empty(V, min(chunk_size, N), M, M)
     for start, stop in _chunks(N, chunk_size):
         n = stop - start
-        block = _exponent(h[start:stop], g[start:stop], c[start:stop], ZZ, out=work[:n]).exp_()  # [n, M, M]
-        out.view(1, M * M).addmm_(ones[:, :n], block.view(n, M * M))  # += sum over the chunk
+        block = _exponent(h[:, start:stop], g[:, start:stop], c[:, start:stop], ZZ, out=work[:, :n]).exp_()
+        out += block.sum(1)  # [V, M, M]
     return out, None
 
 
 def psi2_sum_backward(h: Tensor, g: Tensor, c: Tensor, Z: Tensor, grad_out: Tensor, chunk_size: int,
                       need_h: bool = True, need_z: bool = True, block: Tensor | None = None):
-    r"""Gradients (h [N, Q] or None, g [N, M], Z [M, Q] or None) of ``<grad_out, sum_n exp(E_n)>``.
+    r"""Gradients (h [V, N, Q] or None, g [V, N, M], Z [V, M, Q] or None) of ``<grad_out, sum_n exp(E_n)>``.
 
-    The gradient of c is ``0.5 * grad_g.sum(1)`` (module docstring). ``block`` is the kept
-    ``exp(E)`` [N, M, M] of the forward (one chunk; it is not changed), else the exponent is
-    recomputed chunk by chunk. With :math:`W_n = (G + G^\top) \circ \exp(E_n)`: ``grad_h = 0.5 W ZZ``
-    and ``grad_Z[m, q] = sum_k (h' W)[q, m, k] z_kq`` are plain matrix products over the flattened
-    [n, M*M] chunk.
+    Shapes as in :func:`psi2_sum_forward`; ``grad_out`` is [V, M, M]. The gradient of c is
+    ``0.5 * grad_g.sum(-1)`` (module docstring). ``block`` is the kept ``exp(E)`` [V, N, M, M] of
+    the forward (one chunk; it is not changed), else the exponent is recomputed chunk by chunk. With
+    :math:`W_n = (G + G^\top) \circ \exp(E_n)`: ``grad_h = 0.5 W ZZ`` and
+    ``grad_Z[m, q] = sum_k (h' W)[q, m, k] z_kq`` are plain matrix products over the flattened
+    [V, n, M*M] chunk.
     """
-    N, M = g.shape
-    Q = Z.shape[1]
-    ZZ = _pair_products(Z)  # [M*M, Q]
-    grad_sym = grad_out + grad_out.T  # [M, M]; every E_n is symmetric
+    V, N, M = g.shape
+    Q = Z.shape[2]
+    ZZ = _pair_products(Z)  # [V, M*M, Q]
+    grad_sym = (grad_out + grad_out.mT).unsqueeze(1)  # [V, 1, M, M]; every E_n is symmetric
     grad_h = torch.empty_like(h) if need_h else None
     grad_g = torch.empty_like(g)
-    h_weights = g.new_zeros(Q, M * M) if need_z else None  # sum_n h_nq W_n[m, k]
-    work = g.new_empty(min(chunk_size, N), M, M)
+    h_weights = g.new_zeros(V, Q, M * M) if need_z else None  # sum_n h_nq W_n[m, k]
+    work = g.new_empty(V, min(chunk_size, N), M, M)
     for start, stop in _chunks(N, chunk_size):
         n = stop - start
         if block is not None:
-            weights = torch.mul(block[start:stop], grad_sym, out=work[:n])  # [n, M, M]
+            weights = torch.mul(block[:, start:stop], grad_sym, out=work[:, :n])  # [V, n, M, M]
         else:
-            weights = _exponent(h[start:stop], g[start:stop], c[start:stop], ZZ, out=work[:n]).exp_().mul_(grad_sym)
-        torch.sum(weights, 2, out=grad_g[start:stop])
-        flat = weights.view(n, M * M)
+            weights = _exponent(h[:, start:stop], g[:, start:stop], c[:, start:stop], ZZ,
+                                out=work[:, :n]).exp_().mul_(grad_sym)
+        torch.sum(weights, 3, out=grad_g[:, start:stop])
+        flat = weights.view(V, n, M * M)
         if need_h:
-            torch.mm(flat, ZZ, out=grad_h[start:stop])
+            torch.bmm(flat, ZZ, out=grad_h[:, start:stop])
         if need_z:
-            h_weights.addmm_(h[start:stop].T, flat)
+            h_weights.baddbmm_(h[:, start:stop].mT, flat)
     if need_h:
         grad_h.mul_(0.5)
-    grad_z = (h_weights.view(Q, M, M) * Z.T.unsqueeze(1)).sum(2).T if need_z else None  # [M, Q]
+    grad_z = (h_weights.view(V, Q, M, M) * Z.mT.unsqueeze(2)).sum(3).mT if need_z else None  # [V, M, Q]
     return grad_h, grad_g, grad_z
 
 
