@@ -324,7 +324,7 @@ class LatentGPBase(BaseEstimator):
         return resolve_dtype(self.dtype), torch.device(self.device if self.device is not None else "cpu")
 
     def _jitter(self, dtype):
-        return self.jitter if self.jitter is not None else (1e-8 if dtype == torch.float64 else 1e-6)
+        return self.jitter if self.jitter is not None else 1e-6
 
     def _make_kernels(self, n_views: int, variances: list[float], dtype, device):
         kernel = self.kernel
