@@ -270,3 +270,20 @@ def test_plots_draw_the_model_numbers(fitted):
     np.testing.assert_allclose(ax.lines[0].get_ydata(), model.history_)
     assert ax.lines[1].get_xdata()[0] == model.n_warmup_
     plt.close("all")
+
+
+def test_restarts_keep_the_best_bound_and_the_first_restart_is_the_plain_fit():
+    rng = np.random.default_rng(4)
+    t = np.linspace(0, 3 * np.pi, 30)[:, None]
+    views = {"a": np.hstack([np.sin(t), np.cos(t)]) @ rng.normal(size=(2, 5)) + 0.05 * rng.normal(size=(30, 5)),
+             "b": np.hstack([np.sin(t), np.sin(2 * t)]) @ rng.normal(size=(2, 4)) + 0.05 * rng.normal(size=(30, 4))}
+    kwargs = dict(latent_dim=3, num_inducing=8, max_iter=60, warmup_iters=20, progress=False, seed=3)
+    plain = MRD(**kwargs).fit(views)
+    three = MRD(n_restarts=3, **kwargs).fit(views)
+    assert three.restart_bounds_.shape == (3,)
+    assert three.restart_bounds_[0] == pytest.approx(plain.elbo(), rel=1e-12)  # restart 0 is the plain fit
+    assert three.elbo() == pytest.approx(three.restart_bounds_.max(), rel=1e-12)
+    assert three.n_iter_ == len(three.history_)
+    assert len(set(np.round(three.restart_bounds_, 6))) == 3  # the restarts really start elsewhere
+    with pytest.raises(ValueError, match="n_restarts"):
+        MRD(n_restarts=0, **kwargs).fit(views)

@@ -321,6 +321,9 @@ class LatentGPBase(BaseEstimator):
             raise ValueError(f"inducing must be 'shared' or 'per_view', got {self.inducing!r}")
         if not self.init_variance > 0:
             raise ValueError(f"init_variance must be positive, got {self.init_variance!r}")
+        restarts = getattr(self, "n_restarts", 1)
+        if not isinstance(restarts, (int, np.integer)) or isinstance(restarts, bool) or restarts < 1:
+            raise ValueError(f"n_restarts must be an int >= 1, got {restarts!r}")
         return resolve_dtype(self.dtype), torch.device(self.device if self.device is not None else "cpu")
 
     def _jitter(self, dtype):
@@ -362,31 +365,48 @@ class LatentGPBase(BaseEstimator):
         centred = [p[0] for p in prepared]
         X0 = init_latent(self.init, names, centred, Q, self.seed)  # [N, Q]
         rng = as_rng(self.seed)
-        Z0 = X0[rng.choice(N, size=M, replace=False)]  # [M, Q]
         n_z = len(names) if getattr(self, "inducing", "shared") == "per_view" else 1
         variances = [float(np.square(Y).sum() / Y.size) for Y in centred]  # mean column variance per view
         noise = np.array([var / self.snr for var in variances])
         floor = np.minimum(1e-6 * np.array(variances), 0.1 * noise)
-
-        def tensor(a):
-            return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
-
-        self.module_ = LatentGPModule(
-            outputs=[tensor(Y) for Y in centred],
-            q_mean=tensor(X0), q_variance=torch.full((N, Q), float(self.init_variance), dtype=dtype, device=device),
-            inducing_inputs=tensor(np.repeat(Z0[None], n_z, axis=0)),
-            kernels=self._make_kernels(len(names), variances, dtype, device),
-            noise=tensor(noise), noise_floor=tensor(floor), jitter=self._jitter(dtype))
         self.view_names_ = tuple(names)
         self.n_features_in_ = {name: Y.shape[1] for name, Y in zip(names, arrays)}
         self.output_means_ = {name: p[1] for name, p in zip(names, prepared)}
         self.kept_columns_ = {name: p[2] for name, p in zip(names, prepared)}
-        self.history_ = np.zeros(0)
-        self.history_seconds_ = np.zeros(0)
-        self.n_warmup_ = 0
-        self.n_iter_ = 0
-        self.converged_ = False
-        self._optimise(self.max_iter)
+
+        def tensor(a):
+            return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
+
+        n_restarts = int(getattr(self, "n_restarts", 1))
+        best, bounds = None, []
+        for restart in range(n_restarts):
+            # restart 0 starts at the initialisation itself; the others at a jittered copy (30% of each
+            # latent dimension's spread) with their own inducing inputs, as GPy's optimize_restarts
+            X = X0 if restart == 0 else X0 + 0.3 * X0.std(0) * rng.standard_normal(X0.shape)  # [N, Q]
+            Z0 = X[rng.choice(N, size=M, replace=False)]  # [M, Q]
+            self.module_ = LatentGPModule(
+                outputs=[tensor(Y) for Y in centred], q_mean=tensor(X),
+                q_variance=torch.full((N, Q), float(self.init_variance), dtype=dtype, device=device),
+                inducing_inputs=tensor(np.repeat(Z0[None], n_z, axis=0)),
+                kernels=self._make_kernels(len(names), variances, dtype, device),
+                noise=tensor(noise), noise_floor=tensor(floor), jitter=self._jitter(dtype))
+            self.history_ = np.zeros(0)
+            self.history_seconds_ = np.zeros(0)
+            self.n_warmup_ = 0
+            self.n_iter_ = 0
+            self.converged_ = False
+            self._interrupted = False
+            self._optimise(self.max_iter)
+            bounds.append(self.elbo())
+            state = {k: getattr(self, k) for k in ("module_", "history_", "history_seconds_", "n_warmup_", "n_iter_",
+                                                   "converged_")}
+            if best is None or bounds[-1] > best[0]:
+                best = (bounds[-1], state)
+            if self._interrupted:  # KeyboardInterrupt: keep the best fit so far, run no more restarts
+                break
+        for key, value in best[1].items():
+            setattr(self, key, value)
+        self.restart_bounds_ = np.asarray(bounds)
         return self
 
     def _optimise(self, max_iter: int):
@@ -428,6 +448,7 @@ class LatentGPBase(BaseEstimator):
                 self.n_warmup_ = result.n_evals
             self.converged_ = result.converged
             if result.interrupted:
+                self._interrupted = True
                 break
         return self
 

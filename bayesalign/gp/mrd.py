@@ -80,14 +80,20 @@ class MRD(LatentGPBase):
         inputs), which stops the fit with a ``NotPSDError``.
     progress : bool
         Show a tqdm progress bar with the bound.
+    n_restarts : int
+        Fits from this many starting points, keeping the one with the highest bound (the bound is
+        multimodal; GPy's ``optimize_restarts``). The first starts at ``init``; the others at ``init``
+        plus Gaussian jitter of 30% of each latent dimension's spread, with fresh inducing inputs.
 
     Attributes
     ----------
     module_ : LatentGPModule
         The torch module with every parameter.
     view_names_ : tuple of str
+    restart_bounds_ : array [n_restarts]
+        The final bound of every restart (the model kept is the argmax).
     history_ : array
-        The bound at every evaluation (warm-up first: ``n_warmup_`` of them).
+        The bound at every evaluation of the kept restart (warm-up first: ``n_warmup_`` of them).
     history_seconds_ : array
         Seconds since the start of the fit at every evaluation.
     n_iter_ : int
@@ -122,7 +128,7 @@ class MRD(LatentGPBase):
                  init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 300,
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
-                 dtype=torch.float64, progress: bool = True):
+                 dtype=torch.float64, progress: bool = True, n_restarts: int = 1):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -140,6 +146,7 @@ class MRD(LatentGPBase):
         self.device = device
         self.dtype = dtype
         self.progress = progress
+        self.n_restarts = n_restarts
 
     def fit(self, views, y=None) -> MRD:
         """Fit to paired views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
