@@ -717,22 +717,14 @@ class MAD:
 
     def _infer_streaming(self, view: str, y: np.ndarray, state: dict):
         """q_b(x_t | X_A, X_B-hat): infer against view b's q(u) refreshed with the arrived rows."""
-        from .gp.inference import infer_latent
-
         model = self.model_
-        v = model._view_index(view)
         if y.shape[1] != model.n_features_in_[view]:
             raise ValueError(f"view {view!r}: the row has {y.shape[1]} values, the view has "
                              f"{model.n_features_in_[view]} columns")
-        if not state["Y"]:
-            return model.infer(view, y, progress=False)
-        keep = model.kept_columns_[view]
-        as_t = model._tensor
-        arrived = np.asarray(state["Y"])[:, keep] - model.output_means_[view][keep]  # [t, D] centred as at fit
-        streamed = _StreamedView(model.module_, v, as_t(np.asarray(state["q_mean"])),
-                                 as_t(np.asarray(state["q_var"])), as_t(arrived))
-        mean, var = infer_latent(streamed, v, as_t(y[:, keep] - model.output_means_[view][keep]), progress=False)
-        return mean.cpu().numpy(), var.cpu().numpy()
+        context = None
+        if state["Y"]:
+            context = (np.asarray(state["Y"]), np.asarray(state["q_mean"]), np.asarray(state["q_var"]))
+        return model.infer(view, y, progress=False, context=context)
 
     # -- alignment -------------------------------------------------------------------------
     def _check_fitted(self):
@@ -947,37 +939,6 @@ class MAD:
             hard = matching.marginal_assignment(score)
         ia, ib = hard.index_a, hard.index_b
         return ia, ib, pair_costs(cost, ma, va, mb, vb, ia, ib), np.asarray(P[ia, ib]).ravel()
-
-
-class _StreamedView:
-    """The trained MRD module seen with rows streamed into view ``v`` added (for :meth:`MAD.match_one`).
-
-    q(X) and view v's outputs are the anchors' followed by the arrived rows' (their inferred
-    q(x) and centred outputs); everything else (kernels, noise, inducing inputs) is the trained
-    module's. ``posterior(v)`` is therefore the module's own optimal q(u) computation (Titsias
-    2009, eq. 10) over anchors + arrived rows.
-    """
-
-    def __init__(self, module, view: int, mean, variance, outputs):
-        import torch
-
-        self._module, self._view = module, view
-        constraint = module.raw_q_variance_constraint
-        with torch.no_grad():
-            self.q_mean = torch.cat([module.q_mean, mean])  # [G + t, Q]
-            self.q_variance = torch.cat([module.q_variance, variance])  # [G + t, Q]
-            self.raw_q_variance = torch.cat([module.raw_q_variance, constraint.inverse_transform(variance)])
-            self._outputs = torch.cat([module.outputs(view), outputs])  # [G + t, D_v]
-            self._posterior = type(module).posterior(self, view)
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
-
-    def outputs(self, view: int):
-        return self._outputs if view == self._view else self._module.outputs(view)
-
-    def posterior(self, view: int):
-        return self._posterior if view == self._view else self._module.posterior(view)
 
 
 def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: int = 50, n_inner: int = 1000,

@@ -180,7 +180,8 @@ def reference(args):
     for seed in args.seeds:
         r = reference_seed(make_views(100, 20, seed=seed), Q, M, evals, warmup, seed, have_gpy)
         first = first or r
-        line = f"  seed {seed}: bayesalign bound {r['bound']:9.3f} in {r['seconds']:5.2f} s ({r['model'].n_iter_} evals)"
+        line = (f"  seed {seed}: bayesalign bound {r['bound']:9.3f} in {r['seconds']:5.2f} s "
+                f"({r['model'].n_iter_} evals)")
         if have_gpy:
             line += f" | GPy bound {r['gpy_bound']:9.3f} in {r['gpy_seconds']:5.2f} s ({r['gpy_evals']} evals)"
             if r["reached_at"] is not None:

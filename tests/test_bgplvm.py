@@ -241,7 +241,18 @@ def test_infer_on_training_rows_recovers_their_q_x(fitted):
     q_mean = model.latent_.means["Y"][:10]
     q_var = model.latent_.variances["Y"][:10]
     assert np.abs(mean - q_mean).max() < 1e-3 * np.abs(q_mean).max()
-    np.testing.assert_allclose(var, q_var, rtol=1e-3)
+    # the trained q(X) is stationary only to the optimiser's tolerance, and the variance is the flattest
+    # direction: 5e-3, and the inferred q(x) must be at least as good for the model's own bound
+    np.testing.assert_allclose(var, q_var, rtol=5e-3)
+    saved = module.q_mean.detach().clone(), module.q_variance.detach().clone()
+    with torch.no_grad():
+        before = float(module())
+        module.q_mean[:10] = torch.as_tensor(mean)
+        module.q_variance = torch.cat([torch.as_tensor(var), saved[1][10:]])
+        after = float(module())
+        module.q_mean.copy_(saved[0])
+        module.q_variance = saved[1]
+    assert after >= before - 1e-8 * abs(before)
 
 
 def test_infer_finds_a_latent_point_between_training_points(fitted):

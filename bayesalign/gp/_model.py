@@ -181,11 +181,22 @@ class LatentGPModule(gpytorch.Module):
         return self.view_bounds(S).sum() - self.kl(S)
 
     @torch.no_grad()
-    def posterior(self, v: int) -> InducingPosterior:
-        """The optimal q(u) of view v under the current q(X) and hyperparameters."""
-        stats = psi_statistics(self.kernels[v], self.q_mean, self.q_variance, self.inducing(v), per_point=False)
+    def posterior(self, v: int, context=None) -> InducingPosterior:
+        """The optimal q(u) of view v under the current q(X) and hyperparameters (Titsias 2009, eq. 10).
+
+        ``context``: optional ``(mean [t, Q], variance [t, Q], outputs [t, D_v])`` of further rows
+        of view v with their q(x) (e.g. rows inferred earlier); their psi-statistics join the
+        training rows' in the collapsed q(u), the kernel, noise and inducing inputs held fixed.
+        """
+        mean, variance, outputs = self.q_mean, self.q_variance, self.outputs(v)
+        if context is not None:
+            extra_mean, extra_variance, extra_outputs = context
+            mean = torch.cat([mean, extra_mean])  # [N + t, Q]
+            variance = torch.cat([variance, extra_variance])  # [N + t, Q]
+            outputs = torch.cat([outputs, extra_outputs])  # [N + t, D_v]
+        stats = psi_statistics(self.kernels[v], mean, variance, self.inducing(v), per_point=False)
         L = stable_cholesky(self.kuu(v).double(), f"Kuu of view {v}")
-        return inducing_posterior(self.outputs(v), self.noise[v], L, stats.psi1, stats.psi2)
+        return inducing_posterior(outputs, self.noise[v], L, stats.psi1, stats.psi2)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -559,7 +570,7 @@ class LatentGPBase(BaseEstimator):
         out_var[:, keep] = var
         return out_mean, out_var
 
-    def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=1024):
+    def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=1024, context=None):
         from .inference import infer_latent
 
         v = self._view_index(view)
@@ -570,9 +581,14 @@ class LatentGPBase(BaseEstimator):
                              f"with {self.n_features_in_[name]}")
         keep = self.kept_columns_[name]
         Yc = self._tensor(Y_new[:, keep] - self.output_means_[name][keep])
+        if context is not None:  # (Y, mean, variance) of earlier rows: centred as the training outputs
+            Y_ctx, mean_ctx, var_ctx = context
+            Y_ctx = check_view(Y_ctx, f"{name} (context)")
+            context = (self._tensor(mean_ctx), self._tensor(var_ctx),
+                       self._tensor(Y_ctx[:, keep] - self.output_means_[name][keep]))
         mean, var = infer_latent(self.module_, v, Yc, max_iter=max_iter, tol=tol,
                                  progress=self.progress if progress is None else progress, chunk_size=chunk_size,
-                                 desc=f"infer {name}")
+                                 desc=f"infer {name}", context=context)
         return mean.detach().cpu().numpy(), var.detach().cpu().numpy()
 
     # -- persistence ----------------------------------------------------------------------------

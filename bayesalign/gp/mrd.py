@@ -182,11 +182,14 @@ class MRD(LatentGPBase):
         """
         return self._predict(view, X, X_variance, include_noise)
 
-    def infer(self, view, Y_new, max_iter: int = 500, tol: float = 1e-10, progress: bool | None = None):
+    def infer(self, view, Y_new, max_iter: int = 500, tol: float = 1e-10, progress: bool | None = None,
+              context=None):
         """q(x*) = N(mean, diag(variance)) [n, Q] for new rows ``Y_new`` seen in ``view`` only.
 
         The trained model is fixed; only q(x*) is optimised, against the named view's bound term
         with its optimal q(u) fixed (see :mod:`bayesalign.gp.inference`). No other view's kernel
         or data enters: dimensions private to other views come back at the prior N(0, 1).
+        ``context=(Y, mean, variance)``: rows of the same view seen before, with their q(x), that
+        join the training rows in the view's q(u) (the kernel, noise and inducing inputs stay fixed).
         """
-        return self._infer(view, Y_new, max_iter=max_iter, tol=tol, progress=progress)
+        return self._infer(view, Y_new, max_iter=max_iter, tol=tol, progress=progress, context=context)
