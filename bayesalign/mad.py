@@ -307,8 +307,11 @@ def evaluate(alignment, problem: AlignmentProblem, coverage: float = 0.5) -> dic
 #: MRD needs a few paired rows to estimate a latent space and its relevance weights.
 MIN_ANCHORS = 3
 MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
-#: align() takes the sparse (kNN candidate) path above this many candidate pairs n_a * n_b.
-SPARSE_ABOVE = 4_000_000
+#: align() takes the sparse (kNN candidate) path above this many candidate pairs n_a * n_b (N* = 5,000: a
+#: 200 MB cost matrix). Below it the dense solver is the faster one on MAD's costs: the posterior means
+#: crowd in a few shared dimensions, where scipy's sparse LAPJVsp meets long augmenting paths
+#: (``benchmarks/bench_mad.py``, N* = 2,500: dense 3 s, sparse 48 s).
+SPARSE_ABOVE = 25_000_000
 #: Above this many pairs, the Sinkhorn probabilities are computed on kNN candidate pairs only even in
 #: the dense path: with the near-hard costs of MAD's posteriors the dense iteration takes minutes at
 #: N* = 1000 (3500 sweeps of a 1000 x 1000 matrix), the sparse one seconds.
@@ -830,7 +833,7 @@ class MAD:
             certificate: that cost is not a distance the solver can evaluate on demand); the
             probabilities are Sinkhorn marginals restricted to the candidate pairs (mass on
             other pairs, exp(-cost / T) beyond the k-th neighbour, is neglected). Default:
-            sparse when n_a * n_b exceeds ``SPARSE_ABOVE`` (4 million). ``"perturb"`` and the
+            sparse when n_a * n_b exceeds ``SPARSE_ABOVE`` (25 million). ``"perturb"`` and the
             myopic matcher with the likelihood cost need the dense path.
         n_neighbors : int
             Candidates per row in the sparse path.
