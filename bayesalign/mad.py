@@ -50,11 +50,13 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 from . import matching
+from ._utils import as_rng
 from .data import Alignment, AlignmentProblem
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
@@ -320,6 +322,30 @@ SINKHORN_NEIGHBORS = 10
 COSTS = ("likelihood", "mean")
 
 
+def _anchor_init(train, latent_dim: int, seed):
+    """Initial q(X) means of the anchors when PCA cannot give ``latent_dim`` components, else None.
+
+    PCA of G anchor rows has at most min(G - 1, columns) components (MRD refuses more); MAD, which
+    must work from a handful of anchors, takes those (the MRD "pca" initialisation) and starts the
+    remaining dimensions at small random values (10% of the smallest PCA component's spread), as
+    GPy's initialisation does, with a warning.
+    """
+    from .gp._model import init_latent
+
+    names = list(train.names)
+    centred = [train[n] - train[n].mean(0) for n in names]
+    G = centred[0].shape[0]
+    limit = min(G - 1, sum(Y.shape[1] for Y in centred))
+    if latent_dim <= limit:
+        return None
+    warnings.warn(f"MAD: {G} anchors allow {limit} PCA dimensions of latent_dim={latent_dim}; the other "
+                  f"{latent_dim - limit} start at small random values", RuntimeWarning, stacklevel=4)
+    X = init_latent("pca", names, centred, limit, seed)  # [G, limit]
+    spread = float(X.std(0).min()) if limit else 1.0
+    pad = 0.1 * spread * as_rng(seed).standard_normal((G, latent_dim - limit))  # [G, latent_dim - limit]
+    return np.hstack([X, pad])
+
+
 class MAD:
     """Manifold Alignment Determination (Damianou, Lawrence & Ek, 2016), with uncertainty-aware matching.
 
@@ -514,12 +540,19 @@ class MAD:
             self.self_train(confidence_threshold, max_rounds)
         return self
 
-    def _mrd(self, n_train: int):
+    def _mrd(self, train):
+        """The MRD for the paired anchor views ``train``; with fewer anchors than PCA needs for
+        ``latent_dim`` components, the PCA initialisation is padded with small random dimensions."""
         from .gp import MRD
 
+        n_train = train.n_samples[train.names[0]]
+        kwargs = dict(self.mrd_kwargs)
+        if "init" not in kwargs:
+            init = _anchor_init(train, int(self.latent_dim), self.seed)
+            if init is not None:
+                kwargs["init"] = init
         return MRD(latent_dim=int(self.latent_dim), num_inducing=min(int(self.num_inducing), n_train),
-                   kernel=self.kernel, seed=self.seed, device=self.device, progress=self.progress,
-                   **self.mrd_kwargs)
+                   kernel=self.kernel, seed=self.seed, device=self.device, progress=self.progress, **kwargs)
 
     def _fit_model(self, problem: AlignmentProblem) -> None:
         """MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v (eq. 4)."""
@@ -527,7 +560,7 @@ class MAD:
         groups = self.anchors_
         train = views.take({v: groups[:, k] for k, v in enumerate(names)})  # paired [G, p_v] views
         start = time.perf_counter()
-        self.model_ = self._mrd(len(groups)).fit(train)
+        self.model_ = self._mrd(train).fit(train)
         fitted = time.perf_counter()
         self.posteriors_ = {}
         for k, view in enumerate(names):
@@ -978,7 +1011,6 @@ def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: 
     >>> T.argmax(1).tolist()  # an isometry: point i of a is point 3 - i of b
     [3, 2, 1, 0]
     """
-    import warnings
 
     A = np.asarray(dist_a, np.float64)  # [n_a, n_a]
     B = np.asarray(dist_b, np.float64)  # [n_b, n_b]
@@ -1019,7 +1051,6 @@ def _shared_dims(rel_a, rel_b, threshold: float, views) -> np.ndarray:
     If no dimension passes in both, the one with the largest min(rel_a / max a, rel_b / max b)
     is used, with a warning (matching in no dimension at all is meaningless).
     """
-    import warnings
 
     na = np.asarray(rel_a, np.float64) / max(float(np.max(rel_a)), np.finfo(float).tiny)
     nb = np.asarray(rel_b, np.float64) / max(float(np.max(rel_b)), np.finfo(float).tiny)

@@ -270,3 +270,16 @@ def test_gromov_wasserstein_recovers_an_isometry():
     T = gromov_wasserstein_coupling(da / da.max(), db / db.max())
     assert T.sum() == pytest.approx(1.0) and T.min() >= 0
     assert np.mean(perm[T.argmax(1)] == np.arange(25)) >= 0.95  # row i of x is row perm^-1(i) of y
+
+
+def test_fewer_anchors_than_latent_dimensions_pad_the_pca_initialisation():
+    """5 anchors allow 4 PCA components: MAD with latent_dim=6 starts the other 2 at small random values
+    (MRD itself refuses such an init) and still aligns."""
+    from bayesalign.datasets import mad_toy
+    from bayesalign.mad import MAD, evaluate
+
+    problem = mad_toy("linear_shared", seed=0, n=60).split_anchors(5, seed=0).shuffle_unaligned(seed=0)
+    with pytest.warns(RuntimeWarning, match="5 anchors allow 4 PCA dimensions"):
+        mad = MAD(latent_dim=6, num_inducing=5, seed=0, max_iter=60, warmup_iters=20).fit(problem)
+    assert mad.model_.module_.q_mean.shape == (5, 6)
+    assert evaluate(mad.align(), problem)["accuracy"] > 0.9  # measured: 1.0 (chance: 1/55)
