@@ -100,7 +100,9 @@ def sequence_kendall_tau(alignment, problem) -> float:
 def fit_mad(name: str, problem, seed: int, quick: bool, cost: str = "likelihood", **fit_options):
     from bayesalign.mad import MAD
 
-    iters = dict(max_iter=120, warmup_iters=40) if quick else dict(max_iter=400, warmup_iters=100)
+    # one fit from the PCA initialisation, as the paper. The best bound of 3 restarts (n_restarts=3) was
+    # measured worse: motion capture seed 0 went from Kendall-tau 0.15 to 0.46 with a higher bound
+    iters = dict(max_iter=120, warmup_iters=40) if quick else dict(max_iter=1000, warmup_iters=300)
     return MAD(seed=seed, progress=False, cost=cost, **MAD_SETTINGS[name], **iters).fit(problem, **fit_options)
 
 

@@ -84,6 +84,9 @@ class MRD(LatentGPBase):
         Fits from this many starting points, keeping the one with the highest bound (the bound is
         multimodal; GPy's ``optimize_restarts``). The first starts at ``init``; the others at ``init``
         plus Gaussian jitter of 30% of each latent dimension's spread, with fresh inducing inputs.
+        A higher bound is a better model of the data it was fitted on, not always a better
+        alignment: MAD on motion capture (Table 1, seed 0) found a higher bound with 3 restarts
+        and a Kendall-tau of 0.46 instead of 0.15.
 
     Attributes
     ----------
