@@ -52,7 +52,11 @@ class JointLaplacianAlignment(SpectralAlignment):
     n_neighbors : int
         k of the within-view k-NN graphs.
     mu : float
-        Weight of the correspondence term (``mu`` of section 5.2).
+        Weight of the correspondence term (``mu`` of section 5.2). The chapter gives no value; over
+        the comparison suite's 11 datasets (quick sizes, 10% and 25% anchors, 2 seeds) the mean
+        accuracy was 0.12 with mu = 1, 0.24 with 10, 0.28 with 100 (the default) and 0.28 with 1000
+        (with unit heat-kernel weights and k-NN degrees of about ``n_neighbors``, mu = 100 lets
+        each anchor edge outweigh a point's whole neighbourhood).
     nu : float
         Weight of the within-view term (``nu`` of section 5.2).
     hard_constraints : bool
@@ -91,7 +95,7 @@ class JointLaplacianAlignment(SpectralAlignment):
     True
     """
 
-    def __init__(self, n_components: int = 2, n_neighbors: int = 10, *, mu: float = 1.0, nu: float = 1.0,
+    def __init__(self, n_components: int = 2, n_neighbors: int = 10, *, mu: float = 100.0, nu: float = 1.0,
                  hard_constraints: bool = False, affinity: str = "heat", sigma: float | None = None,
                  connect_components: bool = False, eigen_solver: str = "auto", seed=0):
         self.n_components = n_components
