@@ -22,10 +22,10 @@ Mahadevan (2011, section 5.3.4).
 What was measured (``experiments/mad_paper.py``; see its results for every seed):
 
 * The paper's Table 1 (Hungarian on D**, Kendall-tau distance in the sequence order, mean ± sd
-  over 5 seeds; paper in brackets): toy linear fully shared 0.0032 ± 0.0017 (0.001); linear
-  shared/private 0.063 ± 0.134 (0.003; median 0.005, one seed of five fails at 0.30); nonlinear
-  0.042 ± 0.035 (2e-6); motion capture 0.221 ± 0.080 (0.21); digits (scikit-learn's 8x8 zeros,
-  not USPS 16x16) 0.447 ± 0.064 (0.28).
+  over 5 seeds; paper in brackets): toy linear fully shared 0.0034 ± 0.0018 (0.001); linear
+  shared/private 0.0030 ± 0.0013 (0.003); nonlinear 0.077 ± 0.111 (2e-6; median 0.044, one seed
+  of five finds one shared dimension instead of two and gives 0.27); motion capture
+  0.260 ± 0.095 (0.21); digits (scikit-learn's 8x8 zeros, not USPS 16x16) 0.443 ± 0.046 (0.28).
 
 * The likelihood cost is robust where D** is not: on the "linear_shared_private" toy
   (N = 100, N_init = 12, seed 0) with a shared-dimension threshold of 0.01 a private dimension
@@ -39,8 +39,8 @@ What was measured (``experiments/mad_paper.py``; see its results for every seed)
   N_init = 12: +65 and +47, all right). The accuracy of the whole alignment does not always
   follow: 0.886 -> 0.977 in one run, 0.932 -> 0.886 in another (refitting on more anchors can
   move the remaining rows the wrong way), unchanged in the two linear_shared runs.
-* Calibration (comparison table, 2 seeds): ECE of MAD's probabilities 0.05-0.16 and precision of
-  the most confident half 1.0 on the linear toys, 0.77-0.85 on the nonlinear toy and motion capture.
+* Calibration (``experiments/results/mad_paper/comparison.md``, 2 seeds): ECE of MAD's
+  probabilities and precision of its most confident half are listed per problem and matcher.
 * Zero anchors: all or nothing. With a Gromov-Wasserstein bootstrap the toy "linear_shared"
   reached accuracy 0.88 for seed 0 and 0.0 for seed 1 (a mirror-image solution), the
   shared/private toy 0.0 for seeds 0 and 1 (1 success in 4 runs); details in :meth:`MAD.fit` (``bootstrap``).
