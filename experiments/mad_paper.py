@@ -143,7 +143,14 @@ def figure_1a(out: Path, quick: bool, seed: int = 0, restarts: int = 2, draws: i
 
     For each of k misalignment levels, ``draws`` independent shuffles of view 2 (the bound of one
     shuffle depends on which rows it moves, not only on how many); for each, the best bound of
-    ``restarts`` MRD fits (the bound is multimodal). A level's point is the mean over its draws.
+    ``restarts`` initialisations, each fitted twice (``n_restarts=2``; the bound is multimodal). A
+    level's point is the mean over its draws.
+
+    Measured (100 rows, 8 levels x 3 shuffles): the bound falls from 1068 (aligned) to -640 at
+    Kendall-tau 0.40 and then rises again to -247 for a full shuffle (Spearman -0.62): MRD
+    penalises partial misalignment most, and explains fully shuffled views as two independent
+    ones (private dimensions). With fewer restarts (one fit per initialisation) the right end
+    stayed low (Spearman -0.79): the poor optima hid the rise.
     """
     from scipy.stats import spearmanr
 
@@ -159,7 +166,10 @@ def figure_1a(out: Path, quick: bool, seed: int = 0, restarts: int = 2, draws: i
         for perms in levels:
             perm = perms[level]
             views = {"Y1": problem.views["Y1"], "Y2": problem.views["Y2"][perm]}
+            # each initialisation plus one jittered restart of it (n_restarts): the maximum bound is
+            # what the figure is about, and single fits of misaligned views stop in poor optima
             fits = [MRD(latent_dim=5, num_inducing=15, seed=seed + r, progress=False, init=init,
+                        n_restarts=1 if quick else 2,
                         max_iter=150 if quick else 1000, warmup_iters=50 if quick else 300).fit(views).elbo()
                     for r, init in enumerate(("pca", "pca_split", "random")[:restarts])]
             taus.append(kendall_tau_of_permutation(perm))
