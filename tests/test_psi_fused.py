@@ -183,3 +183,15 @@ def test_views_bound_falls_back_for_other_kernels():
     with torch.no_grad():
         expected = sum(float(module.view_bound(v)) for v in range(2)) - float(module.kl())
         assert float(module()) == pytest.approx(expected, rel=1e-12)
+
+
+def test_batched_cholesky_warning_names_the_view():
+    from linear_operator.utils.warnings import NumericalWarning
+
+    from bayesalign.gp.bound import stable_cholesky
+
+    A = torch.eye(3, dtype=DT).repeat(2, 1, 1)
+    A[1, 2, 2] = -1e-12  # view 1 is (barely) indefinite
+    with pytest.warns(NumericalWarning, match=r"Kuu of view index \[1\]"):
+        L = stable_cholesky(A, "Kuu")
+    torch.testing.assert_close(L @ L.mT, A, atol=1e-6, rtol=0)

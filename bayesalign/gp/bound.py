@@ -67,6 +67,8 @@ def stable_cholesky(matrix: torch.Tensor, what: str = "matrix", jitter: float | 
     L, info = torch.linalg.cholesky_ex(matrix)
     if not bool(info.any()):
         return L
+    if matrix.dim() == 3:  # a batch over views (RBFViewsBound): say which failed
+        what = f"{what} of view index {torch.nonzero(info).flatten().tolist()}"
     if jitter is None:
         jitter = 1e-8 if matrix.dtype == torch.float64 else 1e-6
     scale = float(matrix.detach().diagonal(dim1=-2, dim2=-1).abs().mean().clamp_min(1e-300))
