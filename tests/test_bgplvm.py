@@ -395,7 +395,8 @@ def test_singular_kuu_gets_jitter_with_a_warning_that_says_how_much():
     model = BayesianGPLVM(latent_dim=2, num_inducing=8, max_iter=0, progress=False, seed=0, jitter=0.0).fit(Y)
     with torch.no_grad():
         model.module_.inducing_inputs[0, 1] = model.module_.inducing_inputs[0, 0]  # two equal rows of Kuu
-    with pytest.warns(NumericalWarning, match=r"Kuu was not positive definite: added jitter \d\.\de-\d\d"):
+    with pytest.warns(NumericalWarning,
+                      match=r"Kuu of view index \[0\] was not positive definite: added jitter \d\.\de-\d\d"):
         bound = model.elbo()
     assert np.isfinite(bound)
 
