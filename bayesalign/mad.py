@@ -312,7 +312,8 @@ MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
 #: align() takes the sparse (kNN candidate) path above this many candidate pairs n_a * n_b (N* = 5,000: a
 #: 200 MB cost matrix). Below it the dense solver is the faster one on MAD's costs: the posterior means
 #: crowd in a few shared dimensions, where scipy's sparse LAPJVsp meets long augmenting paths
-#: (``benchmarks/bench_mad.py``, N* = 2,500: dense 3 s, sparse 48 s).
+#: (``python benchmarks/bench_mad.py --n-star 2500 [--sparse]``, both at the same load: mean cost,
+#: matching with probabilities, dense 41 s, sparse 152 s).
 SPARSE_ABOVE = 25_000_000
 #: Above this many pairs, the Sinkhorn probabilities are computed on kNN candidate pairs only even in
 #: the dense path: with the near-hard costs of MAD's posteriors the dense iteration takes minutes at
@@ -953,9 +954,12 @@ class MAD:
         ma, va, mb, vb = posteriors
         if matcher == "perturb" or (matcher == "myopic" and cost == "likelihood"):
             raise ValueError(f"matcher {matcher!r} with the {cost} cost needs the dense path (sparse=False)")
-        ei, ej = _knn_edges(ma, mb, k)  # candidate pairs
-        ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
         shape = (ma.shape[0], mb.shape[0])
+        ei, ej = _knn_edges(ma, mb, k)  # candidate pairs
+        while cost_limit is None and not matching._has_full_matching(shape, ei, ej) and k < max(shape):
+            k *= 2  # as matching.assign does: too few candidates for every row of the smaller view to match
+            ei, ej = _knn_edges(ma, mb, k)
+        ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
         P, info["sinkhorn_error"] = matching.sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit)  # csr [n_a, n_b]
         info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
         if matcher == "hungarian" and cost == "mean":

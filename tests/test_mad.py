@@ -283,3 +283,13 @@ def test_fewer_anchors_than_latent_dimensions_pad_the_pca_initialisation():
         mad = MAD(latent_dim=6, num_inducing=5, seed=0, max_iter=60, warmup_iters=20).fit(problem)
     assert mad.model_.module_.q_mean.shape == (5, 6)
     assert evaluate(mad.align(), problem)["accuracy"] > 0.9  # measured: 1.0 (chance: 1/55)
+
+
+def test_sparse_likelihood_path_widens_the_candidates_until_every_row_can_match(toy):
+    """The kNN candidates of the likelihood cost's sparse path are widened (k doubled) until a full matching
+    exists, as matching.assign does for the mean cost; with k = 1 the graph alone has none."""
+    problem, mad, _ = toy
+    sparse = mad.align(matcher="hungarian", cost="likelihood", sparse=True, n_neighbors=1)
+    dense = mad.align(matcher="hungarian", cost="likelihood", sparse=False)
+    assert len(sparse) == len(dense)
+    assert abs(sparse.costs.sum() - dense.costs.sum()) <= 0.05 * abs(dense.costs.sum())
