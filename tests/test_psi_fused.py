@@ -7,7 +7,7 @@ import torch
 
 from bayesalign.gp.bound import kernel_matrix
 from bayesalign.gp.functions.rbf_psi import RBFGram, rbf_psi_statistics
-from bayesalign.gp.kernels import fast_gram, make_kernel
+from bayesalign.gp.kernels import _kernel_terms, fast_gram, make_kernel
 from bayesalign.gp.psi import psi_statistics
 
 DT = torch.float64
@@ -170,6 +170,74 @@ def test_views_bound_equals_the_view_by_view_bound(kernel, inducing):
     torch.testing.assert_close(F_fused, F_ref, rtol=1e-10, atol=1e-8)
     for a, b in zip(g_fused, g_ref):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7 * float(b.abs().max()))
+
+
+def _autograd_values_and_grads(module):
+    params = list(module.parameters())
+    for p in params:
+        p.grad = None
+    bound = module()
+    (-bound).backward()
+    return bound.item(), [None if p.grad is None else p.grad.clone() for p in params]
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "rbf+bias", "rbf+white", "rbf+bias+white"])
+@pytest.mark.parametrize("inducing", ["shared", "per_view"])
+def test_hand_chained_gradient_equals_autograd(kernel, inducing):
+    """evaluate_with_gradient (no autograd graph: the chain rule through the constraints by hand) against
+    forward() + backward(): the same bound and the same gradient of every raw parameter, with one
+    parameter frozen (its .grad left alone, as in the warm-up)."""
+    from bayesalign.gp import MRD
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 2))
+    views = {"a": np.tanh(X @ rng.normal(size=(2, 6))) + 0.1 * rng.normal(size=(30, 6)),
+             "b": np.sin(X @ rng.normal(size=(2, 3))) + 0.1 * rng.normal(size=(30, 3))}
+    model = MRD(latent_dim=3, num_inducing=7, kernel=kernel, inducing=inducing, max_iter=15, warmup_iters=5,
+                progress=False, seed=0).fit(views)
+    module = model.module_
+    assert module._hand_chained() is not None
+    with torch.no_grad():  # a shared lengthscale on view b: the raw [1, 1] gradient sums over dimensions
+        shared = gpytorch.kernels.RBFKernel().to(DT)
+        shared.lengthscale = 0.7
+        scale = next(t.scales[0] for t in _kernel_terms(module.kernels[1]) if t.kind == "rbf")
+        scale.base_kernel = shared
+    module._kernel_terms_cache = None
+    del module._hand_chained_cache
+    assert module._hand_chained() is not None
+    expected, g_ref = _autograd_values_and_grads(module)
+    params = list(module.parameters())
+    for p in params:
+        p.grad = None
+    value = module.evaluate_with_gradient()
+    assert value == pytest.approx(expected, rel=1e-12)
+    for p, ref in zip(params, g_ref):
+        torch.testing.assert_close(p.grad, ref, rtol=1e-8, atol=1e-9 * float(ref.abs().max()))
+    module.raw_noise.requires_grad_(False)
+    module.raw_noise.grad = None
+    module.evaluate_with_gradient()
+    assert module.raw_noise.grad is None
+    module.raw_noise.requires_grad_(True)
+
+
+def test_hand_chained_gradient_needs_known_constraints():
+    """An interval constraint (sigmoid) is not chained by hand: evaluate_with_gradient takes autograd."""
+    from gpytorch.constraints import Interval
+
+    from bayesalign.gp import MRD
+
+    rng = np.random.default_rng(3)
+    views = {"a": rng.normal(size=(20, 4)), "b": rng.normal(size=(20, 3))}
+    kernel = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(
+        ard_num_dims=2, lengthscale_constraint=Interval(0.05, 20.0)))
+    model = MRD(latent_dim=2, num_inducing=5, kernel=kernel, max_iter=5, warmup_iters=2, progress=False,
+                seed=0).fit(views)
+    module = model.module_
+    assert module._rbf_parts() is not None and module._hand_chained() is None
+    expected, g_ref = _autograd_values_and_grads(module)
+    assert module.evaluate_with_gradient() == pytest.approx(expected, rel=1e-12)
+    for p, ref in zip(module.parameters(), g_ref):
+        torch.testing.assert_close(p.grad, ref, rtol=0, atol=0)
 
 
 def test_views_bound_falls_back_for_other_kernels():

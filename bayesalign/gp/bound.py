@@ -45,6 +45,8 @@ __all__ = [
     "kl_standard_normal",
     "per_point_bound",
     "stable_cholesky",
+    "views_bound_backward",
+    "views_bound_forward",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -237,47 +239,62 @@ class RBFViewsBound(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, variance, lengthscale, bias, white, noise, mu, S, Z, Y, D, trYY, jitter: float, chunk_size: int):
-        V, N = variance.shape[0], mu.shape[0]
-        M = Z.shape[1]
-        Zv = Z.expand(V, M, Z.shape[2])  # [V, M, Q]
-        gram, gram_saved = gram_forward(variance, lengthscale, Zv)  # [V, M, M]
-        diag = (white + jitter * (variance + bias + white))[:, None, None]  # [V, 1, 1]
-        Kuu = gram + bias[:, None, None] + diag * torch.eye(M, dtype=gram.dtype, device=gram.device)
-        psi0, psi1, psi2, psi_saved = psi_forward(variance, lengthscale, mu, S, Zv, chunk_size)
-        colsum = psi1.sum(1)  # [V, M]: sum_n psi1 of the RBF part (its bias cross terms in psi2)
-        b3 = bias[:, None, None]
-        psi0 = psi0 + N * (bias + white)
-        psi1 = psi1 + b3
-        psi2 = psi2 + b3 * (colsum.unsqueeze(2) + colsum.unsqueeze(1)) + N * b3.square()
-        F, bound_saved = bound_forward(Y, D, trYY, noise, Kuu, psi0, psi1, psi2)
-        ctx.save_for_backward(*gram_saved, *psi_saved, *bound_saved, bias, colsum)
-        ctx.sizes = (len(gram_saved), len(psi_saved), len(bound_saved))
-        ctx.chunk_size, ctx.shared_z = chunk_size, Z.shape[0] == 1
+        F, saved = views_bound_forward(variance, lengthscale, bias, white, noise, mu, S, Z, Y, D, trYY, jitter,
+                                       chunk_size)
+        tensors, ctx.layout = saved
+        ctx.save_for_backward(*tensors)
         return F
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        saved = ctx.saved_tensors
-        n_gram, n_psi, n_bound = ctx.sizes
-        gram_saved = saved[:n_gram]
-        psi_saved = saved[n_gram:n_gram + n_psi]
-        bound_saved = saved[n_gram + n_psi:n_gram + n_psi + n_bound]
-        bias, colsum = saved[-2:]
-        N = psi_saved[3].shape[1]
-        d_noise, d_Kuu, d_psi0, d_psi1, d_psi2 = bound_backward(bound_saved, grad)
-        d_psi2_rows = (d_psi2 + d_psi2.mT).sum(2)  # [V, M]
-        d_bias = (N * d_psi0 + d_psi1.sum((1, 2)) + (d_psi2_rows * colsum).sum(1)
-                  + 2.0 * N * bias * d_psi2.sum((1, 2)) + d_Kuu.sum((1, 2)))
-        d_white = N * d_psi0 + d_Kuu.diagonal(dim1=1, dim2=2).sum(1)
-        d_psi1 = d_psi1 + (bias[:, None] * d_psi2_rows).unsqueeze(1)  # through colsum
-        g_var, g_ls, g_mu, g_S, g_Z = psi_backward(psi_saved, d_psi0, d_psi1, d_psi2, ctx.chunk_size)
-        k_var, k_ls, k_Z = gram_backward(gram_saved, d_Kuu)
-        g_Z = g_Z + k_Z
-        if ctx.shared_z:
-            g_Z = g_Z.sum(0, keepdim=True)
-        return (g_var + k_var, g_ls + k_ls, d_bias, d_white, d_noise, g_mu, g_S, g_Z,
-                None, None, None, None, None)
+        grads = views_bound_backward((ctx.saved_tensors, ctx.layout), grad)
+        return (*grads, None, None, None, None, None)
+
+
+def views_bound_forward(variance, lengthscale, bias, white, noise, mu, S, Z, Y, D, trYY, jitter: float,
+                        chunk_size: int):
+    """F [V] of :class:`RBFViewsBound` without an autograd graph; returns ``(F, saved)`` for
+    :func:`views_bound_backward` (the inputs are those of :class:`RBFViewsBound`)."""
+    V, N = variance.shape[0], mu.shape[0]
+    M = Z.shape[1]
+    Zv = Z.expand(V, M, Z.shape[2])  # [V, M, Q]
+    gram, gram_saved = gram_forward(variance, lengthscale, Zv)  # [V, M, M]
+    diag = (white + jitter * (variance + bias + white))[:, None, None]  # [V, 1, 1]
+    b3 = bias[:, None, None]
+    Kuu = gram + b3 + diag * torch.eye(M, dtype=gram.dtype, device=gram.device)  # gram is saved: not in place
+    psi0, psi1, psi2, psi_saved = psi_forward(variance, lengthscale, mu, S, Zv, chunk_size)
+    colsum = psi1.sum(1)  # [V, M]: sum_n psi1 of the RBF part (its bias cross terms in psi2)
+    psi0 = psi0 + N * (bias + white)
+    psi1 = psi1 + b3
+    psi2 = psi2 + b3 * (colsum.unsqueeze(2) + colsum.unsqueeze(1)) + N * b3.square()
+    F, bound_saved = bound_forward(Y, D, trYY, noise, Kuu, psi0, psi1, psi2)
+    tensors = (*gram_saved, *psi_saved, *bound_saved, bias, colsum)
+    layout = (len(gram_saved), len(psi_saved), len(bound_saved), chunk_size, Z.shape[0] == 1)
+    return F, (tensors, layout)
+
+
+def views_bound_backward(saved, grad):
+    """Gradients (variance, lengthscale, bias, white, noise, mu, S, Z) of ``<grad, F>`` for the
+    incoming gradient ``grad`` [V], from the ``saved`` of :func:`views_bound_forward`."""
+    saved, (n_gram, n_psi, n_bound, chunk_size, shared_z) = saved
+    gram_saved = saved[:n_gram]
+    psi_saved = saved[n_gram:n_gram + n_psi]
+    bound_saved = saved[n_gram + n_psi:n_gram + n_psi + n_bound]
+    bias, colsum = saved[-2:]
+    N = psi_saved[3].shape[1]
+    d_noise, d_Kuu, d_psi0, d_psi1, d_psi2 = bound_backward(bound_saved, grad)
+    d_psi2_rows = (d_psi2 + d_psi2.mT).sum(2)  # [V, M]
+    d_bias = (N * d_psi0 + d_psi1.sum((1, 2)) + (d_psi2_rows * colsum).sum(1)
+              + 2.0 * N * bias * d_psi2.sum((1, 2)) + d_Kuu.sum((1, 2)))
+    d_white = N * d_psi0 + d_Kuu.diagonal(dim1=1, dim2=2).sum(1)
+    d_psi1 = d_psi1 + (bias[:, None] * d_psi2_rows).unsqueeze(1)  # through colsum
+    g_var, g_ls, g_mu, g_S, g_Z = psi_backward(psi_saved, d_psi0, d_psi1, d_psi2, chunk_size)
+    k_var, k_ls, k_Z = gram_backward(gram_saved, d_Kuu)
+    g_Z = g_Z + k_Z
+    if shared_z:
+        g_Z = g_Z.sum(0, keepdim=True)
+    return g_var + k_var, g_ls + k_ls, d_bias, d_white, d_noise, g_mu, g_S, g_Z
 
 
 def collapsed_bound(Y: torch.Tensor, noise: torch.Tensor, Kuu: torch.Tensor, psi0: torch.Tensor,

@@ -12,10 +12,11 @@ GPyTorch has no "white" kernel (noise on the diagonal only), which the GP-LVM us
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
-from gpytorch.constraints import Positive
+from gpytorch.constraints import GreaterThan, Positive
 from gpytorch.kernels import (
     AdditiveKernel,
     ConstantKernel,
@@ -371,6 +372,86 @@ def _rbf_parts(terms, input_dim: int, like: Tensor) -> _RBFParts | None:
     white = [u.constant(like) for u in terms if u.kind == "white"]
     return _RBFParts(t.scale(like), lengthscale.to(like).expand(input_dim), sum(bias) if bias else None,
                      sum(white) if white else None)
+
+
+@dataclass(frozen=True)
+class LowerBounded:
+    """The parameter ``raw_<name>`` of a GPyTorch module under a lower-bound constraint through softplus
+    or exp (GPyTorch's ``Positive``, ``GreaterThan``): its value ``t(raw) + lower`` and the slope
+    ``d value / d raw`` (``sigmoid(beta raw)`` or ``exp(raw)``) without autograd. Build it with
+    :func:`lower_bounded`, which checks the constraint once.
+    """
+
+    module: torch.nn.Module
+    name: str
+    kind: str  # "softplus", "exp" or "none" (the constraint is not enforced)
+    beta: float
+    threshold: float
+    shifted: bool  # the lower bound is not 0
+
+    @property
+    def raw(self) -> Tensor:
+        return getattr(self.module, f"raw_{self.name}")
+
+    def value_and_slope(self) -> tuple[Tensor, Tensor]:
+        raw = self.raw
+        if self.kind == "none":
+            return raw, torch.ones_like(raw)
+        if self.kind == "exp":
+            value = slope = raw.exp()
+        else:  # linear above the threshold, where the slope sigmoid(beta raw) is 1 to round-off
+            value = torch.nn.functional.softplus(raw, self.beta, self.threshold)
+            slope = torch.sigmoid(raw if self.beta == 1 else self.beta * raw)
+        if self.shifted:
+            value = value + getattr(self.module, f"raw_{self.name}_constraint").lower_bound
+        return value, slope
+
+
+def lower_bounded(module, name: str) -> LowerBounded | None:
+    """A :class:`LowerBounded` for ``module.raw_<name>``, or None when its constraint is something else
+    (an interval, a custom transform), which only the autograd path handles."""
+    constraint = getattr(module, f"raw_{name}_constraint", None)
+    if constraint is None or not constraint.enforced:
+        return LowerBounded(module, name, "none", 1.0, 20.0, False)
+    if not isinstance(constraint, GreaterThan) or math.isfinite(float(constraint.upper_bound)):
+        return None
+    shifted = bool((constraint.lower_bound != 0).any())
+    transform = constraint._transform
+    if isinstance(transform, torch.nn.Softplus):  # GPyTorch's default
+        return LowerBounded(module, name, "softplus", float(transform.beta), float(transform.threshold), shifted)
+    if transform is torch.nn.functional.softplus:
+        return LowerBounded(module, name, "softplus", 1.0, 20.0, shifted)
+    if transform is torch.exp:
+        return LowerBounded(module, name, "exp", 1.0, 20.0, shifted)
+    return None
+
+
+@dataclass(frozen=True)
+class _RBFRaw:
+    """The raw hyperparameters of ``ScaleKernel(RBF) (+ bias) (+ white)`` as :class:`LowerBounded`."""
+
+    outputscale: LowerBounded  # raw []
+    lengthscale: LowerBounded  # raw [1, 1 or Q]
+    biases: tuple  # ConstantKernel constants (raw [1]), no outputscale on their path
+    whites: tuple  # WhiteKernel variances (raw [1]), no outputscale on their path
+
+
+def _rbf_raw(terms, input_dim: int) -> _RBFRaw | None:
+    """The :class:`_RBFRaw` of a kernel's terms when its bound and gradient can be chained by hand
+    (one RBF on all dimensions under one ScaleKernel, bias and white terms unscaled, every constraint
+    a softplus or exp lower bound); else None."""
+    rbf = [t for t in terms if t.kind == "rbf"]
+    if len(rbf) != 1 or rbf[0].dims is not None or len(rbf[0].scales) != 1 or any(
+            t.kind not in ("rbf", "bias", "white") or (t.kind != "rbf" and t.scales) for t in terms):
+        return None
+    if rbf[0].leaf.raw_lengthscale.numel() not in (1, input_dim):
+        return None
+    parts = [lower_bounded(rbf[0].scales[0], "outputscale"), lower_bounded(rbf[0].leaf, "lengthscale")]
+    biases = [lower_bounded(t.leaf, "constant") for t in terms if t.kind == "bias"]
+    whites = [lower_bounded(t.leaf, "variance") for t in terms if t.kind == "white"]
+    if any(p is None for p in parts + biases + whites):
+        return None
+    return _RBFRaw(parts[0], parts[1], tuple(biases), tuple(whites))
 
 
 def _rbf_gram(parts: _RBFParts, x: Tensor) -> Tensor:
