@@ -161,7 +161,8 @@ class LatentGPModule(gpytorch.Module):
                                    chunk)
 
     def _rbf_parts(self):
-        """(variance [V], lengthscale [V, Q], bias [V], white [V]) when every kernel is rbf (+ bias) (+ white)."""
+        """(variance [V], lengthscale [V, Q], bias [V], white [V]) when every kernel is rbf (+ bias) (+ white);
+        bias (white) is None when no view has that term."""
         Q = self.q_mean.shape[1]
         like = self.q_mean
         if getattr(self, "_kernel_terms_cache", None) is None:  # the structure of the kernels never changes
@@ -173,9 +174,12 @@ class LatentGPModule(gpytorch.Module):
                 return None
             parts.append(part)
         zero = like.new_zeros(())
+
+        def stacked(values):  # [V], or None when no view has the term
+            return None if all(v is None for v in values) else torch.stack([zero if v is None else v for v in values])
+
         return (torch.stack([p.variance for p in parts]), torch.stack([p.lengthscale for p in parts]),
-                torch.stack([zero if p.bias is None else p.bias for p in parts]),
-                torch.stack([zero if p.white is None else p.white for p in parts]))
+                stacked([p.bias for p in parts]), stacked([p.white for p in parts]))
 
     def _hand_chained(self):
         """``(q_variance, noise, [_RBFRaw per view])`` as :class:`~bayesalign.gp.kernels.LowerBounded`
@@ -223,14 +227,19 @@ class LatentGPModule(gpytorch.Module):
             biases = [[b.value_and_slope() for b in v.biases] for v in views]
             whites = [[w.value_and_slope() for w in v.whites] for v in views]
             zero = mu.new_zeros(())
+
+            def summed(terms):  # [V] (each view's terms added), or None when no view has such a term
+                if not any(terms):
+                    return None
+                return torch.stack([sum((value.reshape(()) for value, _ in t), zero) for t in terms])
+
             variance = torch.stack([value.reshape(()) for value, _ in scales])  # [V]
             lengthscale = torch.stack([value.reshape(-1).expand(Q) for value, _ in lengths])  # [V, Q]
-            bias = torch.stack([sum((value.reshape(()) for value, _ in b), zero) for b in biases])  # [V]
-            white = torch.stack([sum((value.reshape(()) for value, _ in w), zero) for w in whites])  # [V]
+            bias, white = summed(biases), summed(whites)
             chunk = default_chunk_size(mu.shape[0], Z.shape[1], mu.device, self.n_views)
             F, saved = views_bound_forward(variance, lengthscale, bias, white, noise, mu, S, Z, self.padded_outputs,
                                            self.output_widths, self.output_sq_norms, self.jitter, chunk)
-            g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = views_bound_backward(saved, torch.ones_like(F))
+            g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = views_bound_backward(saved)
             value = F.sum() - kl_standard_normal(mu, S)
             # gradients of -bound = -sum_v F_v + KL; KL = sum (mu^2 + S - log S - 1) / 2
             self._set_grad(self.q_mean, mu - g_mu)

@@ -27,6 +27,12 @@ __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 #: Consecutive non-finite evaluations L-BFGS-B may backtrack from before the fit stops with an error.
 MAX_NONFINITE_STEPS = 10
 
+#: Correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10). On the reference
+#: MRD workload (``benchmarks/bench_mrd.py``, 5 seeds) 30 pairs reach GPy's 1000-evaluation bound in
+#: 462-673 evaluations instead of 659-908 (or never) with 10; each step costs about 0.4 ms more
+#: (L-BFGS-B's own work grows with the memory: 50 and 100 pairs cost more per step than they save).
+LBFGS_MEMORY = 30
+
 
 class NonFiniteBoundError(FloatingPointError):
     """The bound (or its gradient) became NaN or infinite during a fit; the best parameters were restored."""
@@ -225,7 +231,7 @@ def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol):
 
     result = minimize(fun, host, jac=True, method="L-BFGS-B",
                       options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
-                               "maxcor": 10})
+                               "maxcor": LBFGS_MEMORY})
     if failures:  # L-BFGS-B stopped without getting past the non-finite region
         raise failures[0]
     message = str(result.message)

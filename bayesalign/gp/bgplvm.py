@@ -39,7 +39,7 @@ class BayesianGPLVM(LatentGPBase):
     _view_name = "Y"
 
     def __init__(self, latent_dim: int = 2, num_inducing: int = 20, kernel="rbf", init="pca",
-                 init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 300,
+                 init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 100,
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  jitter: float | None = None, seed=None, device=None, dtype=torch.float64,
                  progress: bool = True, n_restarts: int = 1):

@@ -138,49 +138,57 @@ def bound_forward(Y, D, trYY, noise, Kuu, psi0, psi1, psi2):
     V, N, _ = Y.shape
     M = Kuu.shape[-1]
     dtype = Kuu.dtype
-    psi1Y = (psi1.mT @ Y).double()  # [V, M, D_max] (the only O(N) product, in the model's dtype)
-    noise, Kuu, psi0, psi2, trYY, D = (t.double() for t in (noise, Kuu, psi0, psi2, trYY, D))
-    beta = 1.0 / noise  # [V]
+    psi1Y = torch.bmm(psi1.mT, Y)  # [V, M, D_max] (the only O(N) product, in the model's dtype)
+    if dtype != torch.float64:
+        psi1Y, noise, Kuu, psi0, psi2, trYY, D = (t.double() for t in (psi1Y, noise, Kuu, psi0, psi2, trYY, D))
+    beta = noise.reciprocal()  # [V]
     eye = torch.eye(M, dtype=torch.float64, device=Kuu.device).expand(V, M, M)
     L = stable_cholesky(Kuu, "Kuu")
     Li = torch.linalg.solve_triangular(L, eye, upper=False)  # L^-1   [V, M, M]
-    C = Li @ psi2 @ Li.mT  # L^-1 psi2 L^-T   [V, M, M]
-    C = 0.5 * (C + C.mT)
-    LB = stable_cholesky(eye + beta[:, None, None] * C, "I + beta L^-1 psi2 L^-T")
+    C = torch.bmm(torch.bmm(Li, psi2), Li.mT)  # L^-1 psi2 L^-T   [V, M, M]
+    B = C * beta[:, None, None]  # I + beta C; the Cholesky reads its lower triangle only
+    B.diagonal(dim1=1, dim2=2).add_(1.0)
+    LB = stable_cholesky(B, "I + beta L^-1 psi2 L^-T")
     LBi = torch.linalg.solve_triangular(LB, eye, upper=False)  # LB^-1   [V, M, M]
-    c = LBi @ (Li @ psi1Y)  # LB^-1 L^-1 psi1' Y   [V, M, D_max]
+    c = torch.bmm(LBi, torch.bmm(Li, psi1Y))  # LB^-1 L^-1 psi1' Y   [V, M, D_max]
     trC = C.diagonal(dim1=1, dim2=2).sum(1)  # [V]
-    bound = (-0.5 * N * D * (_LOG_2PI + noise.log()) - 0.5 * beta * trYY
-             - D * LB.diagonal(dim1=1, dim2=2).log().sum(1) + 0.5 * beta * beta * c.square().sum((1, 2))
-             - 0.5 * beta * D * psi0 + 0.5 * beta * D * trC)  # [V]
+    log_det_B = LB.diagonal(dim1=1, dim2=2).log().sum(1)  # [V]
+    bound = (-0.5 * (N * D * (noise.log() + _LOG_2PI) + beta * (trYY + D * (psi0 - trC))
+                     - beta.square() * c.square().sum((1, 2))) - D * log_det_B)  # [V]
     return bound.to(dtype), (Y, trYY, D, noise, psi0, psi2, Li, LBi, c, psi1Y, trC)
 
 
-def bound_backward(saved, grad):
+def bound_backward(saved, grad=None):
     """Gradients (noise [V], Kuu [V, M, M], psi0 [V], psi1 [V, N, M], psi2 [V, M, M]) of ``<grad, F>``
-    for the incoming gradient ``grad`` [V] (the formulas of :class:`_CollapsedBound`)."""
+    for the incoming gradient ``grad`` [V] (None: all ones) (the formulas of :class:`_CollapsedBound`)."""
     Y, trYY, D, noise, psi0, psi2, Li, LBi, c, psi1Y, trC = saved
     N = Y.shape[1]
     M = Li.shape[-1]
     out = Y.dtype
-    grad = grad.double()
-    beta = 1.0 / noise  # [V]
-    b3, D3, g3 = beta[:, None, None], D[:, None, None], grad[:, None, None]
-    Kinv = Li.mT @ Li  # Kuu^-1
-    LBiLi = LBi @ Li  # LB^-1 L^-1
-    Ainv = LBiLi.mT @ LBiLi  # A^-1 = L^-T B^-1 L^-1
-    alpha = b3 * (LBiLi.mT @ c)  # beta A^-1 psi1' Y   [V, M, D_max]
-    aa = alpha @ alpha.mT  # [V, M, M]
-    d_psi2 = 0.5 * b3 * (D3 * (Kinv - Ainv) - aa)
-    d_Kuu = 0.5 * D3 * (Kinv - Ainv) - 0.5 * aa - 0.5 * b3 * D3 * (Kinv @ psi2 @ Kinv)
-    d_psi1 = (g3 * b3).to(out) * (Y @ alpha.mT.to(out))  # [V, N, M]
+    beta = noise.reciprocal()  # [V]
+    b3, D3 = beta[:, None, None], D[:, None, None]
+    Kinv = torch.bmm(Li.mT, Li)  # Kuu^-1
+    LBiLi = torch.bmm(LBi, Li)  # LB^-1 L^-1
+    Ainv = torch.bmm(LBiLi.mT, LBiLi)  # A^-1 = L^-T B^-1 L^-1
+    alpha = torch.bmm(LBiLi.mT, c).mul_(b3)  # beta A^-1 psi1' Y   [V, M, D_max]
+    aa = torch.bmm(alpha, alpha.mT)  # [V, M, M]
+    half = (D3 * (Kinv - Ainv) - aa).mul_(0.5)  # (D (Kuu^-1 - A^-1) - alpha alpha') / 2
+    d_psi2 = half * b3
+    d_Kuu = half.sub_(torch.bmm(torch.bmm(Kinv, psi2), Kinv).mul_(0.5 * b3 * D3))
+    d_psi1 = torch.bmm(Y, alpha.mT.to(out)).mul_(b3.to(out))  # [V, N, M]
     d_psi0 = -0.5 * beta * D
-    trBinv = LBi.square().sum((1, 2))
-    d_beta = (0.5 * N * D / beta - 0.5 * trYY - 0.5 * D * (M - trBinv) / beta + (alpha * psi1Y).sum((1, 2))
-              - 0.5 * (alpha * (psi2 @ alpha)).sum((1, 2)) - 0.5 * D * psi0 + 0.5 * D * trC)
-    d_noise = -beta * beta * d_beta
-    return ((grad * d_noise).to(out), (g3 * d_Kuu).to(out), (grad * d_psi0).to(out), d_psi1,
-            (g3 * d_psi2).to(out))
+    # dF/dbeta; tr(alpha' psi2 alpha) = sum(psi2 * alpha alpha')
+    d_beta = (0.5 * D * (LBi.square().sum((1, 2)) + (N - M)) * noise + (alpha * psi1Y).sum((1, 2))
+              - 0.5 * (trYY + (aa * psi2).sum((1, 2)) + D * (psi0 - trC)))
+    d_noise = -beta.square() * d_beta
+    if grad is not None:
+        grad = grad.double()
+        g3 = grad[:, None, None]
+        d_noise, d_Kuu, d_psi0, d_psi2 = grad * d_noise, g3 * d_Kuu, grad * d_psi0, g3 * d_psi2
+        d_psi1 = d_psi1 * g3.to(out)
+    if out != torch.float64:
+        d_noise, d_Kuu, d_psi0, d_psi2 = (t.to(out) for t in (d_noise, d_Kuu, d_psi0, d_psi2))
+    return d_noise, d_Kuu, d_psi0, d_psi1, d_psi2
 
 
 class _CollapsedBound(torch.autograd.Function):
@@ -232,9 +240,9 @@ class RBFViewsBound(torch.autograd.Function):
     :math:`N w` to psi0 and w to the diagonal of Kuu only. ``jitter`` times the (detached) diagonal
     :math:`\sigma^2 + b + w` is added to Kuu, as :meth:`LatentGPModule.kuu` does.
 
-    Inputs: variance, bias, white, noise [V]; lengthscale [V, Q]; mu, S [N, Q]; Z [1 or V, M, Q]
-    (shared or per view); Y [V, N, D_max] zero-padded outputs, D [V] column counts, trYY [V];
-    jitter (float); chunk_size (int). Output: F [V].
+    Inputs: variance, bias, white, noise [V] (bias or white None: no view has that term);
+    lengthscale [V, Q]; mu, S [N, Q]; Z [1 or V, M, Q] (shared or per view); Y [V, N, D_max]
+    zero-padded outputs, D [V] column counts, trYY [V]; jitter (float); chunk_size (int). Output: F [V].
     """
 
     @staticmethod
@@ -255,40 +263,51 @@ class RBFViewsBound(torch.autograd.Function):
 def views_bound_forward(variance, lengthscale, bias, white, noise, mu, S, Z, Y, D, trYY, jitter: float,
                         chunk_size: int):
     """F [V] of :class:`RBFViewsBound` without an autograd graph; returns ``(F, saved)`` for
-    :func:`views_bound_backward` (the inputs are those of :class:`RBFViewsBound`)."""
+    :func:`views_bound_backward` (the inputs are those of :class:`RBFViewsBound`; ``bias`` or
+    ``white`` may be None when no view has that term)."""
     V, N = variance.shape[0], mu.shape[0]
     M = Z.shape[1]
     Zv = Z.expand(V, M, Z.shape[2])  # [V, M, Q]
     gram, gram_saved = gram_forward(variance, lengthscale, Zv)  # [V, M, M]
-    diag = (white + jitter * (variance + bias + white))[:, None, None]  # [V, 1, 1]
-    b3 = bias[:, None, None]
-    Kuu = gram + b3 + diag * torch.eye(M, dtype=gram.dtype, device=gram.device)  # gram is saved: not in place
+    signal = variance if bias is None else variance + bias  # the jitter is relative to the mean diagonal
+    diag = jitter * signal if white is None else white + jitter * (signal + white)  # [V]
+    Kuu = gram + diag[:, None, None] * torch.eye(M, dtype=gram.dtype, device=gram.device)  # gram is saved
     psi0, psi1, psi2, psi_saved = psi_forward(variance, lengthscale, mu, S, Zv, chunk_size)
-    colsum = psi1.sum(1)  # [V, M]: sum_n psi1 of the RBF part (its bias cross terms in psi2)
-    psi0 = psi0 + N * (bias + white)
-    psi1 = psi1 + b3
-    psi2 = psi2 + b3 * (colsum.unsqueeze(2) + colsum.unsqueeze(1)) + N * b3.square()
+    colsum = None
+    if bias is not None:
+        b3 = bias[:, None, None]
+        Kuu = Kuu + b3
+        colsum = psi1.sum(1)  # [V, M]: sum_n psi1 of the RBF part (its bias cross terms in psi2)
+        psi0 = psi0 + N * bias
+        psi1 = psi1 + b3
+        psi2 = psi2 + b3 * (colsum.unsqueeze(2) + colsum.unsqueeze(1)) + N * b3.square()
+    if white is not None:
+        psi0 = psi0 + N * white
     F, bound_saved = bound_forward(Y, D, trYY, noise, Kuu, psi0, psi1, psi2)
-    tensors = (*gram_saved, *psi_saved, *bound_saved, bias, colsum)
-    layout = (len(gram_saved), len(psi_saved), len(bound_saved), chunk_size, Z.shape[0] == 1)
+    tensors = (*gram_saved, *psi_saved, *bound_saved, *(() if bias is None else (bias, colsum)))
+    layout = (len(gram_saved), len(psi_saved), len(bound_saved), chunk_size, Z.shape[0] == 1, white is not None)
     return F, (tensors, layout)
 
 
-def views_bound_backward(saved, grad):
+def views_bound_backward(saved, grad=None):
     """Gradients (variance, lengthscale, bias, white, noise, mu, S, Z) of ``<grad, F>`` for the
-    incoming gradient ``grad`` [V], from the ``saved`` of :func:`views_bound_forward`."""
-    saved, (n_gram, n_psi, n_bound, chunk_size, shared_z) = saved
+    incoming gradient ``grad`` [V] (None: all ones), from the ``saved`` of :func:`views_bound_forward`
+    (None for an absent bias or white term)."""
+    saved, (n_gram, n_psi, n_bound, chunk_size, shared_z, has_white) = saved
     gram_saved = saved[:n_gram]
     psi_saved = saved[n_gram:n_gram + n_psi]
     bound_saved = saved[n_gram + n_psi:n_gram + n_psi + n_bound]
-    bias, colsum = saved[-2:]
+    bias, colsum = saved[n_gram + n_psi + n_bound:] or (None, None)
     N = psi_saved[3].shape[1]
     d_noise, d_Kuu, d_psi0, d_psi1, d_psi2 = bound_backward(bound_saved, grad)
-    d_psi2_rows = (d_psi2 + d_psi2.mT).sum(2)  # [V, M]
-    d_bias = (N * d_psi0 + d_psi1.sum((1, 2)) + (d_psi2_rows * colsum).sum(1)
-              + 2.0 * N * bias * d_psi2.sum((1, 2)) + d_Kuu.sum((1, 2)))
-    d_white = N * d_psi0 + d_Kuu.diagonal(dim1=1, dim2=2).sum(1)
-    d_psi1 = d_psi1 + (bias[:, None] * d_psi2_rows).unsqueeze(1)  # through colsum
+    d_bias = d_white = None
+    if bias is not None:
+        d_psi2_rows = (d_psi2 + d_psi2.mT).sum(2)  # [V, M]
+        d_bias = (N * d_psi0 + d_psi1.sum((1, 2)) + (d_psi2_rows * colsum).sum(1)
+                  + 2.0 * N * bias * d_psi2.sum((1, 2)) + d_Kuu.sum((1, 2)))
+        d_psi1 = d_psi1 + (bias[:, None] * d_psi2_rows).unsqueeze(1)  # through colsum
+    if has_white:
+        d_white = N * d_psi0 + d_Kuu.diagonal(dim1=1, dim2=2).sum(1)
     g_var, g_ls, g_mu, g_S, g_Z = psi_backward(psi_saved, d_psi0, d_psi1, d_psi2, chunk_size)
     k_var, k_ls, k_Z = gram_backward(gram_saved, d_Kuu)
     g_Z = g_Z + k_Z

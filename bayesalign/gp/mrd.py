@@ -52,7 +52,10 @@ class MRD(LatentGPBase):
         Initial signal-to-noise ratio: noise variance = mean column variance / snr, per view.
     warmup_iters : int
         Bound evaluations with the noise variances held fixed before all parameters are freed
-        (otherwise the noise can absorb the signal early on, GPy issue #286).
+        (otherwise the noise can absorb the signal early on, GPy issue #286). Default 100: on the
+        reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations) a 100-evaluation
+        warm-up ended at higher bounds than 200 or 300 (mean 1808 vs 1801 and 1782) and reached
+        GPy's bound in 462-673 evaluations (200: 558-826; 300: 650-988, one seed never).
     optimizer : {"lbfgs", "adam"}
         scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
     max_iter : int
@@ -128,7 +131,7 @@ class MRD(LatentGPBase):
     _method = "MRD"
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", init="pca",
-                 init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 300,
+                 init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 100,
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
                  dtype=torch.float64, progress: bool = True, n_restarts: int = 1):

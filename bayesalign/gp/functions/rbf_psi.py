@@ -60,7 +60,7 @@ def psi_forward(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z:
     s1 = 1.0 + p * S  # [V, N, Q]
     d = p / s1  # [V, N, Q]
     dmu = d * mu  # [V, N, Q]
-    log_psi1 = torch.baddbmm(d @ Z2.mT, dmu, Z.mT, alpha=-2.0)  # sum_q d (z^2 - 2 mu z)   [V, N, M]
+    log_psi1 = torch.baddbmm(torch.bmm(d, Z2.mT), dmu, Z.mT, alpha=-2.0)  # sum_q d (z^2 - 2 mu z)   [V, N, M]
     log_psi1.mul_(-0.5).add_((s1.log() + dmu * mu).sum(2, keepdim=True), alpha=-0.5)
     psi1 = log_psi1.exp_().mul_(variance[:, None, None])  # [V, N, M]
     # psi2: bilinear exponent coefficients (rbf_psi2 module docstring)
@@ -68,12 +68,14 @@ def psi_forward(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z:
     s2 = 1.0 + 2.0 * p * S  # [V, N, Q]
     b = p / s2  # [V, N, Q]
     h = 2.0 * a - 0.5 * b  # [V, N, Q]
-    g = torch.baddbmm((b * mu) @ Z.mT, a + 0.25 * b, Z2.mT, alpha=-1.0)  # [V, N, M]
+    bmu = b * mu  # [V, N, Q]
+    g = torch.baddbmm(torch.bmm(bmu, Z.mT), a + 0.25 * b, Z2.mT, alpha=-1.0)  # [V, N, M]
     c = 2.0 * variance.log().unsqueeze(1) - (0.5 * s2.log() + b * mu.square()).sum(2)  # [V, N]
     psi2, block = psi2_sum_forward(h, g, c, Z, chunk_size, keep=True)  # [V, M, M], exp(E) if one chunk
     psi0 = N * variance  # [V]
     empty = mu.new_empty(0)
-    saved = (variance, lengthscale, p, mu, S, Z, Z2, s1, d, psi1, s2, b, h, g, c, empty if block is None else block)
+    saved = (variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, bmu, h, g, c,
+             empty if block is None else block)
     return psi0, psi1, psi2, saved
 
 
@@ -83,34 +85,34 @@ def psi_backward(saved, grad_psi0: Tensor, grad_psi1: Tensor, grad_psi2: Tensor,
 
     ``saved`` is the tuple of :func:`psi_forward`; the gradients of mu and S are summed over the V kernels.
     """
-    variance, lengthscale, p, mu, S, Z, Z2, s1, d, psi1, s2, b, h, g, c, block = saved
+    variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, bmu, h, g, c, block = saved
     block = block if block.numel() else None
     N = mu.shape[1]
     # psi1
     W = grad_psi1 * psi1  # [V, N, M]
     r = W.sum(2, keepdim=True)  # [V, N, 1]
-    WZ = W @ Z  # [V, N, Q]
+    WZ = torch.bmm(W, Z)  # [V, N, Q]
     mu2 = mu.square()  # [V, N, Q]
-    A = torch.addcmul(W @ Z2, mu, WZ, value=-2.0).addcmul_(mu2, r)  # sum_m W (mu - z_m)^2   [V, N, Q]
+    A = torch.addcmul(torch.bmm(W, Z2), mu, WZ, value=-2.0).addcmul_(mu2, r)  # sum_m W (mu - z_m)^2   [V, N, Q]
     grad_mu = d * (WZ - mu * r)  # [V, N, Q]
     Wt = W.mT  # [V, M, N]
-    grad_Z = Wt @ (d * mu) - Z * (Wt @ d)  # [V, M, Q]
+    grad_Z = torch.bmm(Wt, dmu) - Z * torch.bmm(Wt, d)  # [V, M, Q]
     grad_S = 0.5 * (d.square() * A - d * r)  # [V, N, Q]
     grad_p = -0.5 * ((S / s1) * r + A / s1.square()).sum(1)  # [V, Q]
     grad_var = W.sum((1, 2)) / variance + N * grad_psi0  # [V]
     # psi2: gradients of (h, g, c), then the chain rule by hand
     grad_h, grad_g, grad_Z2 = psi2_sum_backward(h, g, c, Z, grad_psi2, chunk_size, block=block)
     grad_c = 0.5 * grad_g.sum(2, keepdim=True)  # [V, N, 1]
-    GgZ = grad_g @ Z  # [V, N, Q]
-    GgZ2 = grad_g @ Z2  # [V, N, Q]
+    GgZ = torch.bmm(grad_g, Z)  # [V, N, Q]
+    GgZ2 = torch.bmm(grad_g, Z2)  # [V, N, Q]
     grad_b = mu * GgZ - 0.5 * grad_h - 0.25 * GgZ2 - grad_c * mu2  # [V, N, Q]
     gsum = grad_g.sum(1)  # [V, M]
-    grad_a = 2.0 * grad_h.sum(1) - (gsum.unsqueeze(1) @ Z2).squeeze(1)  # [V, Q]
+    grad_a = 2.0 * grad_h.sum(1) - torch.bmm(gsum.unsqueeze(1), Z2).squeeze(1)  # [V, Q]
     grad_mu += b * (GgZ - 2.0 * grad_c * mu)
     a = 0.25 * p  # [V, 1, Q]
     # dg/dZ_m = b mu - 2 (a + b/4) z_m
     Ggt = grad_g.mT  # [V, M, N]
-    grad_Z += grad_Z2 + Ggt @ (b * mu) - Z * (Ggt @ (0.5 * b) + 2.0 * gsum.unsqueeze(2) * a)
+    grad_Z += grad_Z2 + torch.bmm(Ggt, bmu) - Z * (torch.bmm(Ggt, 0.5 * b) + 2.0 * gsum.unsqueeze(2) * a)
     # db/dS = -2 b^2, db/dp = 1/s2^2; c has -1/2 log s2: dc/dS = -b, dc/dp = -S/s2
     grad_S += -2.0 * b.square() * grad_b - grad_c * b
     grad_p += 0.25 * grad_a + (grad_b / s2.square() - grad_c * S / s2).sum(1)
@@ -199,8 +201,8 @@ def gram_backward(saved, grad: Tensor):
     W = grad * gram  # [V, n, n]
     Ws = W + W.mT
     rows = Ws.sum(2, keepdim=True)  # [V, n, 1]
-    grad_x = (Ws @ x - x * rows) * p  # [V, n, Q]
-    grad_p = ((W @ x) * x).sum(1) - 0.5 * (rows * x.square()).sum(1)  # [V, Q]
+    grad_x = (torch.bmm(Ws, x) - x * rows) * p  # [V, n, Q]
+    grad_p = (torch.bmm(W, x) * x).sum(1) - 0.5 * (rows * x.square()).sum(1)  # [V, Q]
     grad_lengthscale = -2.0 * grad_p * p.squeeze(1) / lengthscale
     return W.sum((1, 2)) / variance, grad_lengthscale, grad_x
 
