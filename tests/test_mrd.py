@@ -287,3 +287,26 @@ def test_restarts_keep_the_best_bound_and_the_first_restart_is_the_plain_fit():
     assert len(set(np.round(three.restart_bounds_, 6))) == 3  # the restarts really start elsewhere
     with pytest.raises(ValueError, match="n_restarts"):
         MRD(n_restarts=0, **kwargs).fit(views)
+
+
+def test_lbfgs_memory_reaches_scipy_and_is_validated(monkeypatch):
+    """lbfgs_memory is L-BFGS-B's maxcor (checked where scipy receives it); bad values name the parameter."""
+    import scipy.optimize
+
+    from bayesalign.gp import MRD
+
+    seen = []
+    minimize = scipy.optimize.minimize
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["options"]["maxcor"])
+        return minimize(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "minimize", spy)
+    rng = np.random.default_rng(0)
+    views = {"a": rng.normal(size=(20, 3)), "b": rng.normal(size=(20, 2))}
+    MRD(latent_dim=2, num_inducing=5, max_iter=10, warmup_iters=4, lbfgs_memory=7, progress=False, seed=0).fit(views)
+    assert seen == [7, 7]  # warm-up and main phase
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="lbfgs_memory"):
+            MRD(latent_dim=2, num_inducing=5, lbfgs_memory=bad, progress=False).fit(views)

@@ -419,6 +419,9 @@ class LatentGPBase(BaseEstimator):
             raise ValueError(f"inducing must be 'shared' or 'per_view', got {self.inducing!r}")
         if not self.init_variance > 0:
             raise ValueError(f"init_variance must be positive, got {self.init_variance!r}")
+        memory = self.lbfgs_memory
+        if not isinstance(memory, (int, np.integer)) or isinstance(memory, bool) or memory < 1:
+            raise ValueError(f"lbfgs_memory must be an int >= 1, got {memory!r}")
         restarts = getattr(self, "n_restarts", 1)
         if not isinstance(restarts, (int, np.integer)) or isinstance(restarts, bool) or restarts < 1:
             raise ValueError(f"n_restarts must be an int >= 1, got {restarts!r}")
@@ -531,7 +534,8 @@ class LatentGPBase(BaseEstimator):
             try:
                 result = _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget,
                                          tol=self.tol, learning_rate=self.learning_rate, history=history,
-                                         times=times, progress=self.progress, desc=desc)
+                                         times=times, progress=self.progress, desc=desc,
+                                         memory=int(self.lbfgs_memory))
             finally:
                 for p in frozen:
                     p.requires_grad_(True)

@@ -27,10 +27,10 @@ __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 #: Consecutive non-finite evaluations L-BFGS-B may backtrack from before the fit stops with an error.
 MAX_NONFINITE_STEPS = 10
 
-#: Correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10). On the reference
-#: MRD workload (``benchmarks/bench_mrd.py``, 5 seeds) 30 pairs reach GPy's 1000-evaluation bound in
-#: 462-673 evaluations instead of 659-908 (or never) with 10; each step costs about 0.4 ms more
-#: (L-BFGS-B's own work grows with the memory: 50 and 100 pairs cost more per step than they save).
+#: Default correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10). On the
+#: reference MRD workload (``benchmarks/bench_mrd.py``, 5 seeds) 30 pairs reach GPy's 1000-evaluation
+#: bound in 462-673 evaluations instead of 659-908 (or never) with 10; each step costs about 0.4 ms
+#: more (L-BFGS-B's own work grows with the memory: 50 and 100 pairs cost more per step than they save).
 LBFGS_MEMORY = 30
 
 
@@ -128,7 +128,8 @@ class _Tracker:
 
 def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, method: str = "lbfgs",
              max_evals: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01, history: list | None = None,
-             times: list | None = None, progress: bool = False, desc: str = "fit") -> OptimResult:
+             times: list | None = None, progress: bool = False, desc: str = "fit",
+             memory: int = LBFGS_MEMORY) -> OptimResult:
     """Maximise a bound over ``params``; the parameters end at the best evaluation.
 
     Parameters
@@ -145,6 +146,8 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         the last 100 steps.
     max_evals : int
         Most bound+gradient evaluations.
+    memory : int
+        Correction pairs of L-BFGS-B (``maxcor``; default :data:`LBFGS_MEMORY`).
     history : list, optional
         The bound of every evaluation is appended to it.
     times : list, optional
@@ -182,7 +185,7 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         if not params or max_evals <= 0:
             message = "nothing to optimise"
         elif method == "lbfgs":
-            converged, message = _run_lbfgsb(evaluate, flat.flat, max_evals, tol)
+            converged, message = _run_lbfgsb(evaluate, flat.flat, max_evals, tol, memory)
         elif method == "adam":
             converged, message = _run_adam(evaluate, params, max_evals, tol, learning_rate, history)
         else:
@@ -206,7 +209,7 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
                        interrupted=interrupted, seconds=time.perf_counter() - start, message=message)
 
 
-def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol):
+def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY):
     """scipy's L-BFGS-B on the flat parameter buffer (float64 numpy; one copy in and out per step)."""
     from scipy.optimize import minimize
 
@@ -231,7 +234,7 @@ def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol):
 
     result = minimize(fun, host, jac=True, method="L-BFGS-B",
                       options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
-                               "maxcor": LBFGS_MEMORY})
+                               "maxcor": int(memory)})
     if failures:  # L-BFGS-B stopped without getting past the non-finite region
         raise failures[0]
     message = str(result.message)

@@ -42,7 +42,8 @@ class BayesianGPLVM(LatentGPBase):
                  init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 100,
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  jitter: float | None = None, seed=None, device=None, dtype=torch.float64,
-                 progress: bool = True, n_restarts: int = 1):
+                 progress: bool = True, n_restarts: int = 1,
+                 lbfgs_memory: int = 30):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -60,6 +61,7 @@ class BayesianGPLVM(LatentGPBase):
         self.dtype = dtype
         self.progress = progress
         self.n_restarts = n_restarts
+        self.lbfgs_memory = lbfgs_memory
 
     def fit(self, Y, y=None) -> BayesianGPLVM:
         """Fit to one data matrix Y [N, D] (array-like or DataFrame)."""
