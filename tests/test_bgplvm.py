@@ -405,3 +405,55 @@ def test_cuda_gives_the_cpu_bound():
     gpu = BayesianGPLVM(latent_dim=2, num_inducing=8, max_iter=0, progress=False, seed=0, device="cuda").fit(Y)
     assert gpu.module_.q_mean.is_cuda
     assert gpu.elbo() == pytest.approx(cpu.elbo(), rel=1e-10)
+
+
+def test_diagonal_preconditioner_equalises_curvature_and_keeps_the_optimum():
+    """maximize(scales=...) runs L-BFGS-B on params / scale: on a quadratic whose curvatures span 1e-4..1e4,
+    scales 1 / sqrt(curvature) make it perfectly conditioned (a few evaluations; unscaled it stops short), the
+    optimum is the same point in the original variables, and a frozen parameter's scale is dropped."""
+    curvature = torch.logspace(-4, 4, 50, dtype=torch.float64)
+    target = torch.linspace(-1.0, 2.0, 50, dtype=torch.float64)
+
+    def run(scales):
+        x = torch.zeros(50, dtype=torch.float64, requires_grad=True)
+        frozen = torch.zeros(3, dtype=torch.float64)  # requires_grad False: maximize drops it with its scale
+
+        def closure():
+            bound = -0.5 * (curvature * (x - target).square()).sum()
+            (-bound).backward()
+            return bound.item()
+
+        result = _optim.maximize(closure, [x, frozen], max_evals=2000, tol=1e-15, memory=10,
+                                 scales=None if scales is None else [scales, torch.ones(3)])
+        return x.detach(), result
+
+    x_plain, plain = run(None)
+    x_scaled, scaled = run(curvature.rsqrt())
+    torch.testing.assert_close(x_scaled, target, rtol=0, atol=1e-6)
+    assert scaled.n_evals <= 10 < plain.n_evals
+    # unscaled, L-BFGS-B stops (relative reduction below tol) far from the optimum in the flattest directions
+    assert float((x_plain - target)[:5].abs().min()) > 0.1
+    with pytest.raises(ValueError, match="one entry per parameter"):
+        _optim.maximize(lambda: 0.0, [torch.zeros(2, requires_grad=True)], scales=[None, None])
+    with pytest.raises(ValueError, match="positive and finite"):
+        _optim.maximize(lambda: 0.0, [torch.zeros(2, requires_grad=True)], scales=[torch.zeros(2)])
+
+
+def test_the_main_phase_is_preconditioned_by_the_latent_spread(monkeypatch):
+    """After the warm-up, L-BFGS works on mu / sqrt(S) (S at the start of the phase), the rest unscaled."""
+    seen = []
+    maximize = _optim.maximize
+
+    def spy(closure, params, **kwargs):
+        seen.append((kwargs["desc"], kwargs.get("scales"), [p.shape for p in params]))
+        return maximize(closure, params, **kwargs)
+
+    monkeypatch.setattr(_optim, "maximize", spy)
+    Y = curve_data(N=20)
+    model = BayesianGPLVM(latent_dim=2, num_inducing=6, max_iter=12, warmup_iters=5, progress=False, seed=0)
+    model.fit(Y)
+    (warm_desc, warm_scales, _), (main_desc, main_scales, shapes) = seen
+    assert warm_desc.endswith("warm-up") and warm_scales is None
+    assert shapes[0] == (20, 2) and main_scales[0].shape == (20, 2)  # q_mean first
+    assert all(s is None for s in main_scales[1:])
+    assert bool((main_scales[0] > 0).all())

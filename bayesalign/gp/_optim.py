@@ -129,7 +129,7 @@ class _Tracker:
 def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, method: str = "lbfgs",
              max_evals: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01, history: list | None = None,
              times: list | None = None, progress: bool = False, desc: str = "fit",
-             memory: int = LBFGS_MEMORY) -> OptimResult:
+             memory: int = LBFGS_MEMORY, scales: Sequence | None = None) -> OptimResult:
     """Maximise a bound over ``params``; the parameters end at the best evaluation.
 
     Parameters
@@ -148,6 +148,11 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         Most bound+gradient evaluations.
     memory : int
         Correction pairs of L-BFGS-B (``maxcor``; default :data:`LBFGS_MEMORY`).
+    scales : sequence, optional
+        One positive tensor (or None: 1) per entry of ``params``, of that parameter's shape: a
+        diagonal preconditioner. L-BFGS-B then works on ``params / scale`` (the gradient times
+        ``scale``), which equalises the curvature of badly scaled parameters; the parameters, the
+        bound and the recorded history are unchanged. Adam ignores it.
     history : list, optional
         The bound of every evaluation is appended to it.
     times : list, optional
@@ -159,9 +164,19 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
     -------
     OptimResult
     """
-    params = [p for p in params if p.requires_grad]
+    scales = [None] * len(params) if scales is None else list(scales)
+    if len(scales) != len(params):
+        raise ValueError(f"scales must have one entry per parameter: {len(scales)} for {len(params)}")
+    kept = [(p, s) for p, s in zip(params, scales) if p.requires_grad]
+    params = [p for p, _ in kept]
     history = [] if history is None else history
     flat = _FlatParameters(params)
+    scale = None
+    if any(s is not None for _, s in kept):
+        scale = torch.cat([(torch.ones_like(p) if s is None else s.detach().to(p).expand_as(p)).reshape(-1)
+                           for p, s in kept])  # [P]
+        if not bool((scale > 0).all()) or not bool(torch.isfinite(scale).all()):
+            raise ValueError("scales must be positive and finite")
     tracker = _Tracker(flat, history, times, max_evals, progress, desc)
     start = tracker.start
     converged, interrupted, message = False, False, ""
@@ -185,7 +200,7 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         if not params or max_evals <= 0:
             message = "nothing to optimise"
         elif method == "lbfgs":
-            converged, message = _run_lbfgsb(evaluate, flat.flat, max_evals, tol, memory)
+            converged, message = _run_lbfgsb(evaluate, flat.flat, max_evals, tol, memory, scale)
         elif method == "adam":
             converged, message = _run_adam(evaluate, params, max_evals, tol, learning_rate, history)
         else:
@@ -209,15 +224,19 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
                        interrupted=interrupted, seconds=time.perf_counter() - start, message=message)
 
 
-def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY):
-    """scipy's L-BFGS-B on the flat parameter buffer (float64 numpy; one copy in and out per step)."""
+def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY, scale=None):
+    """scipy's L-BFGS-B on the flat parameter buffer (float64 numpy; one copy in and out per step),
+    in the variables ``flat / scale`` when a diagonal preconditioner ``scale`` [P] is given."""
     from scipy.optimize import minimize
 
     failures = []
-    # on the CPU a float64 buffer shares memory with the numpy vector: setting it is one copy_
+    D = None if scale is None else scale.detach().cpu().numpy().astype(np.float64)
     host = flat.detach().cpu().numpy().astype(np.float64)
+    if D is not None:
+        host = host / D
 
-    def fun(x):
+    def fun(y):
+        x = y if D is None else y * D
         with torch.no_grad():
             flat.copy_(torch.from_numpy(x))
         try:
@@ -230,7 +249,8 @@ def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMOR
                 raise
             return math.inf, np.zeros(x.size)
         failures.clear()
-        return -value, grad.detach().cpu().numpy().astype(np.float64, copy=False)
+        g = grad.detach().cpu().numpy().astype(np.float64, copy=False)
+        return -value, (g if D is None else g * D)
 
     result = minimize(fun, host, jac=True, method="L-BFGS-B",
                       options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
