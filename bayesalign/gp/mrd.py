@@ -53,11 +53,14 @@ class MRD(LatentGPBase):
     warmup_iters : int
         Bound evaluations with the noise variances held fixed before all parameters are freed
         (otherwise the noise can absorb the signal early on, GPy issue #286). Default 100: on the
-        reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations) a 100-evaluation
-        warm-up ended at higher bounds than 200 or 300 (mean 1808 vs 1801 and 1782) and reached
-        GPy's bound in 462-673 evaluations (200: 558-826; 300: 650-988, one seed never).
+        reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations) GPy's
+        1000-evaluation bound is reached in 226-297 evaluations (200: 302-377; 300: 371-521), at
+        about the same final bounds (mean 1816; 200: 1818; 300: 1799).
     optimizer : {"lbfgs", "adam"}
-        scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
+        scipy L-BFGS-B on the flattened parameters (default) or torch Adam. After the warm-up
+        L-BFGS-B works on ``mu / sqrt(S)`` instead of the latent means ``mu``: the bound's curvature
+        in a mean is about ``1 / S``, so this diagonal preconditioner equalises stiff and flat
+        directions (it halves the evaluations on the reference workload).
     max_iter : int
         Most bound evaluations in all, the warm-up included.
     tol : float
@@ -65,7 +68,7 @@ class MRD(LatentGPBase):
     lbfgs_memory : int
         Correction pairs of L-BFGS-B (scipy's ``maxcor``). Default 30, not scipy's and GPy's 10: on
         the reference workload of ``benchmarks/bench_mrd.py`` GPy's 1000-evaluation bound is reached
-        in 462-673 evaluations on 5 of 5 seeds instead of 659-908 on 3 of 5. A better optimum of
+        in 226-297 evaluations on 5 of 5 seeds instead of 373-568 on 4 of 5. A better optimum of
         the bound is not always a better alignment: MAD on motion capture (Table 1, 300-evaluation
         warm-up) kept two shared dimensions on 5 of 5 seeds with 10 pairs (Kendall-tau 0.25) and on
         2 of 5 with 30 (0.33), whose higher bounds switch one shared dimension off;
