@@ -70,8 +70,8 @@ class MRD(LatentGPBase):
         the reference workload of ``benchmarks/bench_mrd.py`` GPy's 1000-evaluation bound is reached
         in 226-297 evaluations on 5 of 5 seeds instead of 373-568 on 4 of 5. A better optimum of
         the bound is not always a better alignment: MAD on motion capture (Table 1, 300-evaluation
-        warm-up) kept two shared dimensions on 5 of 5 seeds with 10 pairs (Kendall-tau 0.25) and on
-        2 of 5 with 30 (0.33), whose higher bounds switch one shared dimension off;
+        warm-up) kept two shared dimensions on 4 of 5 seeds with 10 pairs (Kendall-tau 0.26) and on
+        3 of 5 with 30 (0.30), whose higher bounds switch one shared dimension off;
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
     learning_rate : float
         Adam's step size.
