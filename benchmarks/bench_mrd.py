@@ -5,7 +5,8 @@ libraries get the same centred data, the same noise initialisation (mean column 
 view) and 1000 L-BFGS-B evaluations in all; each uses its own default initialisation of q(X) (PCA
 of the concatenated views) and inducing inputs. GPy holds the noise fixed for the first 300
 evaluations (the schedule of its MRD examples); bayesalign uses its defaults (a 100-evaluation
-warm-up, 30 L-BFGS-B correction pairs; ``--our-warmup 300`` gives it GPy's schedule). The script
+warm-up, 30 L-BFGS-B correction pairs; ``--our-warmup 300`` gives it GPy's schedule,
+``--precondition`` its preconditioned latent means). The script
 prints each library's final bound and seconds, our time to reach GPy's final bound, and the time of
 one bound+gradient evaluation of each. One short untimed fit of each library comes first, so that
 one-time costs (lazy imports) are not counted as fitting time.
@@ -123,10 +124,10 @@ def per_eval_seconds(model, reps=30):
     return time_evaluations({"ours": our_evaluator(model)}, reps=reps, rounds=1)["ours"][0]
 
 
-def fit_ours(views, Q, M, max_evals, warmup, seed=0, dtype="float64"):
+def fit_ours(views, Q, M, max_evals, warmup, seed=0, dtype="float64", precondition=False):
     start = time.perf_counter()
     model = MRD(latent_dim=Q, num_inducing=M, max_iter=max_evals, warmup_iters=warmup, seed=seed,
-                progress=False, dtype=dtype).fit(views)
+                progress=False, dtype=dtype, precondition=precondition).fit(views)
     seconds = time.perf_counter() - start
     setup = seconds - (model.history_seconds_[-1] if model.n_iter_ else 0.0)
     return model, seconds, setup
@@ -138,7 +139,7 @@ def evaluations_to(history: np.ndarray, fraction: float = 0.999) -> int:
     return int(np.flatnonzero(history >= start + fraction * (best - start))[0]) + 1
 
 
-def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy):
+def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy, precondition=False):
     """One side-by-side run; returns a dict of what was measured (and the fitted models)."""
     out = {}
     if have_gpy:
@@ -148,7 +149,7 @@ def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy):
                                                                                        seed=seed)
         out["gpy_evals"] = len(trace)
     cpu0 = time.process_time()
-    model, seconds, setup = fit_ours(views, Q, M, evals, our_warmup, seed=seed)
+    model, seconds, setup = fit_ours(views, Q, M, evals, our_warmup, seed=seed, precondition=precondition)
     out.update(model=model, seconds=seconds, cpu=time.process_time() - cpu0, bound=model.elbo())
     if have_gpy:
         reached = np.flatnonzero(model.history_ >= out["gpy_bound"] - 1e-9)
@@ -163,8 +164,8 @@ def reference(args):
     torch.set_num_threads(1)
     Q, M, evals, warmup = 5, 20, args.evals, args.warmup
     print(f"reference workload: 2 views, N=100, D=20, Q={Q}, M={M}, RBF-ARD, {evals} L-BFGS-B evaluations "
-          f"(GPy: {warmup} with the noise fixed, bayesalign: {args.our_warmup}), single-threaded; data and "
-          f"initialisation seeds {args.seeds}")
+          f"(GPy: {warmup} with the noise fixed, bayesalign: {args.our_warmup}; precondition={args.precondition}), "
+          f"single-threaded; data and initialisation seeds {args.seeds}")
     have_gpy = True
     try:
         import GPy  # noqa: F401
@@ -182,7 +183,8 @@ def reference(args):
     ratios = []
     first = None
     for seed in args.seeds:
-        r = reference_seed(make_views(100, 20, seed=seed), Q, M, evals, warmup, args.our_warmup, seed, have_gpy)
+        r = reference_seed(make_views(100, 20, seed=seed), Q, M, evals, warmup, args.our_warmup, seed, have_gpy,
+                           args.precondition)
         first = first or r
         line = (f"  seed {seed}: bayesalign bound {r['bound']:9.3f} in {r['seconds']:5.2f} s "
                 f"({r['model'].n_iter_} evals)")
@@ -281,6 +283,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evals", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=300, help="GPy's warm-up (noise fixed) evaluations")
+    parser.add_argument("--precondition", action="store_true", help="fit bayesalign with precondition=True")
     parser.add_argument("--our-warmup", type=int, default=MRD().warmup_iters,
                         help="bayesalign's warm-up evaluations (default: MRD's default)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the larger workload")

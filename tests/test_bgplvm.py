@@ -440,7 +440,8 @@ def test_diagonal_preconditioner_equalises_curvature_and_keeps_the_optimum():
 
 
 def test_the_main_phase_is_preconditioned_by_the_latent_spread(monkeypatch):
-    """After the warm-up, L-BFGS works on mu / sqrt(S) (S at the start of the phase), the rest unscaled."""
+    """With precondition=True, after the warm-up L-BFGS works on mu / sqrt(S) (S at the start of the phase),
+    the rest unscaled; by default nothing is scaled; a non-bool is refused."""
     seen = []
     maximize = _optim.maximize
 
@@ -450,10 +451,15 @@ def test_the_main_phase_is_preconditioned_by_the_latent_spread(monkeypatch):
 
     monkeypatch.setattr(_optim, "maximize", spy)
     Y = curve_data(N=20)
-    model = BayesianGPLVM(latent_dim=2, num_inducing=6, max_iter=12, warmup_iters=5, progress=False, seed=0)
-    model.fit(Y)
+    kwargs = dict(latent_dim=2, num_inducing=6, max_iter=12, warmup_iters=5, progress=False, seed=0)
+    BayesianGPLVM(**kwargs).fit(Y)  # off by default
+    assert [scales for _, scales, _ in seen] == [None, None]
+    seen.clear()
+    BayesianGPLVM(precondition=True, **kwargs).fit(Y)
     (warm_desc, warm_scales, _), (main_desc, main_scales, shapes) = seen
     assert warm_desc.endswith("warm-up") and warm_scales is None
     assert shapes[0] == (20, 2) and main_scales[0].shape == (20, 2)  # q_mean first
     assert all(s is None for s in main_scales[1:])
     assert bool((main_scales[0] > 0).all())
+    with pytest.raises(ValueError, match="precondition"):
+        BayesianGPLVM(precondition="yes", **kwargs).fit(Y)

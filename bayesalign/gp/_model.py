@@ -419,6 +419,8 @@ class LatentGPBase(BaseEstimator):
             raise ValueError(f"inducing must be 'shared' or 'per_view', got {self.inducing!r}")
         if not self.init_variance > 0:
             raise ValueError(f"init_variance must be positive, got {self.init_variance!r}")
+        if not isinstance(self.precondition, (bool, np.bool_)):
+            raise ValueError(f"precondition must be True or False, got {self.precondition!r}")
         memory = self.lbfgs_memory
         if not isinstance(memory, (int, np.integer)) or isinstance(memory, bool) or memory < 1:
             raise ValueError(f"lbfgs_memory must be an int >= 1, got {memory!r}")
@@ -532,7 +534,8 @@ class LatentGPBase(BaseEstimator):
             offset = seconds[-1] if seconds else 0.0
             times: list = []
             try:
-                scales = None if desc.endswith("warm-up") else self._preconditioner(phase_params)
+                scales = (self._preconditioner(phase_params)
+                          if self.precondition and not desc.endswith("warm-up") else None)
                 result = _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget,
                                          tol=self.tol, learning_rate=self.learning_rate, history=history,
                                          times=times, progress=self.progress, desc=desc,
@@ -560,9 +563,8 @@ class LatentGPBase(BaseEstimator):
         means of confident points are stiff and those of vague points flat: ill-conditioned by the
         spread of S. Working on ``mu / sqrt(S)`` equalises them. The scales are the variances at the
         start of the run, held fixed during it (L-BFGS's curvature pairs need fixed variables). Not
-        used for the warm-up, which starts from the uniform initial variances. On the reference
-        workload of ``benchmarks/bench_mrd.py`` it halves the evaluations to GPy's bound (5 seeds:
-        226-297 instead of 471-661).
+        used for the warm-up, which starts from the uniform initial variances. Only with
+        ``precondition=True`` (see :class:`~bayesalign.gp.MRD` for where it helps and where it hurts).
         """
         module = self.module_
         spread = module.q_variance.detach().sqrt()  # [N, Q]

@@ -54,13 +54,10 @@ class MRD(LatentGPBase):
         Bound evaluations with the noise variances held fixed before all parameters are freed
         (otherwise the noise can absorb the signal early on, GPy issue #286). Default 100: on the
         reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations) GPy's
-        1000-evaluation bound is reached in 226-297 evaluations (200: 302-377; 300: 371-521), at
-        about the same final bounds (mean 1816; 200: 1818; 300: 1799).
+        1000-evaluation bound is reached in 471-661 evaluations (300: 650-988, one seed never), at
+        higher final bounds (mean 1807; 300: 1782).
     optimizer : {"lbfgs", "adam"}
-        scipy L-BFGS-B on the flattened parameters (default) or torch Adam. After the warm-up
-        L-BFGS-B works on ``mu / sqrt(S)`` instead of the latent means ``mu``: the bound's curvature
-        in a mean is about ``1 / S``, so this diagonal preconditioner equalises stiff and flat
-        directions (it halves the evaluations on the reference workload).
+        scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
     max_iter : int
         Most bound evaluations in all, the warm-up included.
     tol : float
@@ -68,11 +65,21 @@ class MRD(LatentGPBase):
     lbfgs_memory : int
         Correction pairs of L-BFGS-B (scipy's ``maxcor``). Default 30, not scipy's and GPy's 10: on
         the reference workload of ``benchmarks/bench_mrd.py`` GPy's 1000-evaluation bound is reached
-        in 226-297 evaluations on 5 of 5 seeds instead of 373-568 on 4 of 5. A better optimum of
+        in 471-661 evaluations on 5 of 5 seeds instead of 659-908 on 3 of 5 (with ``precondition``:
+        226-297 instead of 373-568 on 4 of 5). A better optimum of
         the bound is not always a better alignment: MAD on motion capture (Table 1, 300-evaluation
-        warm-up) kept two shared dimensions on 4 of 5 seeds with 10 pairs (Kendall-tau 0.26) and on
-        3 of 5 with 30 (0.30), whose higher bounds switch one shared dimension off;
+        warm-up) kept two shared dimensions on 5 of 5 seeds with 10 pairs (Kendall-tau 0.25) and on
+        2 of 5 with 30 (0.33), whose higher bounds switch one shared dimension off;
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
+    precondition : bool
+        After the warm-up, let L-BFGS-B work on ``mu / sqrt(S)`` instead of the latent means ``mu``
+        (S at the start of the phase): the bound's curvature in a mean is about ``1 / S``, and this
+        diagonal preconditioner equalises stiff and flat directions. Off by default: on the
+        reference workload of ``benchmarks/bench_mrd.py`` it halves the evaluations to GPy's bound
+        (226-297 instead of 471-661, 5 seeds) and MAD on the swiss roll with 10% anchors aligns
+        better (accuracy 0.36 -> 0.83, quick comparison sizes), but where views have many more
+        columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) it ends in worse
+        bounds and MAD's accuracy at 25% anchors falls from 0.43-0.56 to 0.02-0.03.
     learning_rate : float
         Adam's step size.
     inducing : {"shared", "per_view"}
@@ -146,7 +153,7 @@ class MRD(LatentGPBase):
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
                  dtype=torch.float64, progress: bool = True, n_restarts: int = 1,
-                 lbfgs_memory: int = 30):
+                 lbfgs_memory: int = 30, precondition: bool = False):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -166,6 +173,7 @@ class MRD(LatentGPBase):
         self.progress = progress
         self.n_restarts = n_restarts
         self.lbfgs_memory = lbfgs_memory
+        self.precondition = precondition
 
     def fit(self, views, y=None) -> MRD:
         """Fit to paired views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
