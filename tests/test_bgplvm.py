@@ -439,27 +439,31 @@ def test_diagonal_preconditioner_equalises_curvature_and_keeps_the_optimum():
         _optim.maximize(lambda: 0.0, [torch.zeros(2, requires_grad=True)], scales=[torch.zeros(2)])
 
 
-def test_the_main_phase_is_preconditioned_by_the_latent_spread(monkeypatch):
-    """With precondition=True, after the warm-up L-BFGS works on mu / sqrt(S) (S at the start of the phase),
-    the rest unscaled; by default nothing is scaled; a non-bool is refused."""
+def test_the_main_phase_is_preconditioned_by_the_latent_spread_after_precondition_after(monkeypatch):
+    """The main phase runs precondition_after evaluations unscaled, then L-BFGS restarts on mu / sqrt(S)
+    (S at the restart), the rest unscaled; 0 preconditions from the start, None never; bad values refused."""
     seen = []
     maximize = _optim.maximize
 
     def spy(closure, params, **kwargs):
-        seen.append((kwargs["desc"], kwargs.get("scales"), [p.shape for p in params]))
+        seen.append((kwargs["desc"], kwargs.get("scales"), kwargs["max_evals"], [p.shape for p in params]))
         return maximize(closure, params, **kwargs)
 
     monkeypatch.setattr(_optim, "maximize", spy)
     Y = curve_data(N=20)
-    kwargs = dict(latent_dim=2, num_inducing=6, max_iter=12, warmup_iters=5, progress=False, seed=0)
-    BayesianGPLVM(**kwargs).fit(Y)  # off by default
-    assert [scales for _, scales, _ in seen] == [None, None]
+    kwargs = dict(latent_dim=2, num_inducing=6, max_iter=20, warmup_iters=5, progress=False, seed=0, tol=0.0)
+    BayesianGPLVM(precondition_after=None, **kwargs).fit(Y)
+    assert [(scales, n) for _, scales, n, _ in seen] == [(None, 5), (None, 15)]
     seen.clear()
-    BayesianGPLVM(precondition=True, **kwargs).fit(Y)
-    (warm_desc, warm_scales, _), (main_desc, main_scales, shapes) = seen
-    assert warm_desc.endswith("warm-up") and warm_scales is None
-    assert shapes[0] == (20, 2) and main_scales[0].shape == (20, 2)  # q_mean first
-    assert all(s is None for s in main_scales[1:])
-    assert bool((main_scales[0] > 0).all())
-    with pytest.raises(ValueError, match="precondition"):
-        BayesianGPLVM(precondition="yes", **kwargs).fit(Y)
+    model = BayesianGPLVM(precondition_after=6, **kwargs).fit(Y)
+    (warm, warm_scales, _, _), (plain, plain_scales, n_plain, _), (pre, scales, n_pre, shapes) = seen
+    assert warm.endswith("warm-up") and warm_scales is None and plain_scales is None
+    assert (n_plain, n_pre) == (6, 9) and pre.endswith("preconditioned") and model.n_iter_ == 20
+    assert shapes[0] == (20, 2) and scales[0].shape == (20, 2)  # q_mean first
+    assert all(s is None for s in scales[1:]) and bool((scales[0] > 0).all())
+    seen.clear()
+    BayesianGPLVM(precondition_after=0, **kwargs).fit(Y)
+    assert [n for _, _, n, _ in seen] == [5, 15] and seen[1][1] is not None
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="precondition_after"):
+            BayesianGPLVM(precondition_after=bad, **kwargs).fit(Y)

@@ -419,8 +419,9 @@ class LatentGPBase(BaseEstimator):
             raise ValueError(f"inducing must be 'shared' or 'per_view', got {self.inducing!r}")
         if not self.init_variance > 0:
             raise ValueError(f"init_variance must be positive, got {self.init_variance!r}")
-        if not isinstance(self.precondition, (bool, np.bool_)):
-            raise ValueError(f"precondition must be True or False, got {self.precondition!r}")
+        after = self.precondition_after
+        if after is not None and (not isinstance(after, (int, np.integer)) or isinstance(after, bool) or after < 0):
+            raise ValueError(f"precondition_after must be None or an int >= 0, got {after!r}")
         memory = self.lbfgs_memory
         if not isinstance(memory, (int, np.integer)) or isinstance(memory, bool) or memory < 1:
             raise ValueError(f"lbfgs_memory must be an int >= 1, got {memory!r}")
@@ -523,19 +524,25 @@ class LatentGPBase(BaseEstimator):
         closure = module.evaluate_with_gradient
 
         warmup = min(int(self.warmup_iters), int(max_iter)) if self.n_iter_ == 0 else 0
-        phases = [(params, warmup, f"{self._method} warm-up"),
-                  (params + [module.raw_noise], int(max_iter) - warmup, self._method)]
-        for phase_params, budget, desc in phases:
+        main = int(max_iter) - warmup
+        after = main if self.precondition_after is None else min(int(self.precondition_after), main)
+        # (parameters, evaluations, description, preconditioned)
+        phases = [(params, warmup, f"{self._method} warm-up", False),
+                  (params + [module.raw_noise], after, self._method, False),
+                  (params + [module.raw_noise], main - after, f"{self._method} preconditioned", True)]
+        plain_converged = False
+        for phase_params, budget, desc, precondition in phases:
             if budget <= 0:
                 continue
+            if precondition and plain_converged:
+                break  # the unpreconditioned main phase converged: nothing left to do
             frozen = [p for p in module.parameters() if all(p is not q for q in phase_params)]
             for p in frozen:
                 p.requires_grad_(False)
             offset = seconds[-1] if seconds else 0.0
             times: list = []
             try:
-                scales = (self._preconditioner(phase_params)
-                          if self.precondition and not desc.endswith("warm-up") else None)
+                scales = self._preconditioner(phase_params) if precondition else None
                 result = _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget,
                                          tol=self.tol, learning_rate=self.learning_rate, history=history,
                                          times=times, progress=self.progress, desc=desc,
@@ -549,6 +556,8 @@ class LatentGPBase(BaseEstimator):
                 self.n_iter_ = len(history)
             if desc.endswith("warm-up"):
                 self.n_warmup_ = result.n_evals
+            elif not precondition:
+                plain_converged = result.converged
             self.converged_ = result.converged
             if result.interrupted:
                 self._interrupted = True
@@ -562,9 +571,9 @@ class LatentGPBase(BaseEstimator):
         its variance is the inverse curvature of the expected log-likelihood; Price's theorem), so the
         means of confident points are stiff and those of vague points flat: ill-conditioned by the
         spread of S. Working on ``mu / sqrt(S)`` equalises them. The scales are the variances at the
-        start of the run, held fixed during it (L-BFGS's curvature pairs need fixed variables). Not
-        used for the warm-up, which starts from the uniform initial variances. Only with
-        ``precondition=True`` (see :class:`~bayesalign.gp.MRD` for where it helps and where it hurts).
+        start of the run, held fixed during it (L-BFGS's curvature pairs need fixed variables). Used
+        after ``precondition_after`` evaluations of the main phase (see :class:`~bayesalign.gp.MRD`
+        for why not from its start).
         """
         module = self.module_
         spread = module.q_variance.detach().sqrt()  # [N, Q]

@@ -43,7 +43,7 @@ class BayesianGPLVM(LatentGPBase):
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  jitter: float | None = None, seed=None, device=None, dtype=torch.float64,
                  progress: bool = True, n_restarts: int = 1,
-                 lbfgs_memory: int = 30, precondition: bool = False):
+                 lbfgs_memory: int = 30, precondition_after: int | None = 200):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -62,7 +62,7 @@ class BayesianGPLVM(LatentGPBase):
         self.progress = progress
         self.n_restarts = n_restarts
         self.lbfgs_memory = lbfgs_memory
-        self.precondition = precondition
+        self.precondition_after = precondition_after
 
     def fit(self, Y, y=None) -> BayesianGPLVM:
         """Fit to one data matrix Y [N, D] (array-like or DataFrame)."""

@@ -65,21 +65,24 @@ class MRD(LatentGPBase):
     lbfgs_memory : int
         Correction pairs of L-BFGS-B (scipy's ``maxcor``). Default 30, not scipy's and GPy's 10: on
         the reference workload of ``benchmarks/bench_mrd.py`` GPy's 1000-evaluation bound is reached
-        in 471-661 evaluations on 5 of 5 seeds instead of 659-908 on 3 of 5 (with ``precondition``:
-        226-297 instead of 373-568 on 4 of 5). A better optimum of
+        in 471-661 evaluations on 5 of 5 seeds instead of 659-908 on 3 of 5 (both without the
+        preconditioner, ``precondition_after=None``). A better optimum of
         the bound is not always a better alignment: MAD on motion capture (Table 1, 300-evaluation
         warm-up) kept two shared dimensions on 5 of 5 seeds with 10 pairs (Kendall-tau 0.25) and on
         2 of 5 with 30 (0.33), whose higher bounds switch one shared dimension off;
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
-    precondition : bool
-        After the warm-up, let L-BFGS-B work on ``mu / sqrt(S)`` instead of the latent means ``mu``
-        (S at the start of the phase): the bound's curvature in a mean is about ``1 / S``, and this
-        diagonal preconditioner equalises stiff and flat directions. Off by default: on the
-        reference workload of ``benchmarks/bench_mrd.py`` it halves the evaluations to GPy's bound
-        (226-297 instead of 471-661, 5 seeds) and MAD on the swiss roll with 10% anchors aligns
-        better (accuracy 0.36 -> 0.83, quick comparison sizes), but where views have many more
-        columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) it ends in worse
-        bounds and MAD's accuracy at 25% anchors falls from 0.43-0.56 to 0.02-0.03.
+    precondition_after : int or None
+        After this many evaluations of the main phase (the warm-up not counted), L-BFGS-B restarts
+        on ``mu / sqrt(S)`` instead of the latent means ``mu`` (S at the restart): the bound's
+        curvature in a mean is about ``1 / S``, and this diagonal preconditioner equalises stiff
+        and flat directions. None: never. On the reference workload of ``benchmarks/bench_mrd.py``
+        (5 seeds) GPy's 1000-evaluation bound is reached in 347-387 evaluations with the default
+        200 (471-661 with None) at higher final bounds (mean 1820 vs 1807). Not from the start of
+        the main phase (0): that halves the evaluations there (226-297), but where views have many
+        more columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) the means then
+        hardly move from where the warm-up left them, the bounds end lower and MAD's accuracy at
+        25% anchors fell from 0.43-0.56 to 0.02-0.03; after 200 evaluations the fac / pix bounds
+        equal the unpreconditioned ones (120 rows, 1000 evaluations, 2 seeds).
     learning_rate : float
         Adam's step size.
     inducing : {"shared", "per_view"}
@@ -153,7 +156,7 @@ class MRD(LatentGPBase):
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
                  dtype=torch.float64, progress: bool = True, n_restarts: int = 1,
-                 lbfgs_memory: int = 30, precondition: bool = False):
+                 lbfgs_memory: int = 30, precondition_after: int | None = 200):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -173,7 +176,7 @@ class MRD(LatentGPBase):
         self.progress = progress
         self.n_restarts = n_restarts
         self.lbfgs_memory = lbfgs_memory
-        self.precondition = precondition
+        self.precondition_after = precondition_after
 
     def fit(self, views, y=None) -> MRD:
         """Fit to paired views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
