@@ -68,8 +68,8 @@ class MRD(LatentGPBase):
         in 471-661 evaluations on 5 of 5 seeds instead of 659-908 on 3 of 5 (both without the
         preconditioner, ``precondition_after=None``). A better optimum of
         the bound is not always a better alignment: MAD on motion capture (Table 1, 300-evaluation
-        warm-up) kept two shared dimensions on 5 of 5 seeds with 10 pairs (Kendall-tau 0.25) and on
-        2 of 5 with 30 (0.33), whose higher bounds switch one shared dimension off;
+        warm-up, no preconditioner) kept two shared dimensions on 5 of 5 seeds with 10 pairs
+        (Kendall-tau 0.25) and on 2 of 5 with 30 (0.33), whose higher bounds switch one off;
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
     precondition_after : int or None
         After this many evaluations of the main phase (the warm-up not counted), L-BFGS-B restarts
