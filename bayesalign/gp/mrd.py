@@ -79,9 +79,8 @@ class MRD(LatentGPBase):
         (5 seeds) GPy's 1000-evaluation bound is reached in 347-387 evaluations with the default
         200 (471-661 with None) at higher final bounds (mean 1820 vs 1807). Not from the start of
         the main phase (0): that halves the evaluations there (226-297), but where views have many
-        more columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) the means then
-        hardly move from where the warm-up left them, the bounds end lower and MAD's accuracy at
-        25% anchors fell from 0.43-0.56 to 0.00-0.04; after 200 evaluations the fac / pix bounds
+        more columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) the bounds then
+        end lower and MAD's accuracy at 25% anchors fell from 0.43-0.56 to 0.00-0.04; after 200 evaluations the fac / pix bounds
         equal the unpreconditioned ones (120 rows, 1000 evaluations, 2 seeds).
     learning_rate : float
         Adam's step size.
