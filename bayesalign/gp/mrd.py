@@ -80,8 +80,9 @@ class MRD(LatentGPBase):
         200 (471-661 with None) at higher final bounds (mean 1820 vs 1807). Not from the start of
         the main phase (0): that halves the evaluations there (226-297), but where views have many
         more columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) the bounds then
-        end lower and MAD's accuracy at 25% anchors fell from 0.43-0.56 to 0.00-0.04; after 200 evaluations the fac / pix bounds
-        equal the unpreconditioned ones (120 rows, 1000 evaluations, 2 seeds).
+        end lower and MAD's accuracy at 25% anchors fell from 0.43-0.56 to 0.00-0.04; after 200
+        evaluations the fac / pix bounds equal the unpreconditioned ones (120 rows, 1000
+        evaluations, 2 seeds).
     learning_rate : float
         Adam's step size.
     inducing : {"shared", "per_view"}
