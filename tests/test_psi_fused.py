@@ -141,20 +141,23 @@ def test_gradcheck_views_bound(shared_z):
         assert torch.autograd.gradcheck(f, (var, ls, bias, white, noise, mu, S, Z), eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
+def _fitted_two_views(data_seed, N, widths, **mrd_options):
+    """The module of a short MRD fit on two views of different widths (tanh and sin of a 2-d latent)."""
+    from bayesalign.gp import MRD
+
+    rng = np.random.default_rng(data_seed)
+    X = rng.normal(size=(N, 2))
+    views = {"a": np.tanh(X @ rng.normal(size=(2, widths[0]))) + 0.1 * rng.normal(size=(N, widths[0])),
+             "b": np.sin(X @ rng.normal(size=(2, widths[1]))) + 0.1 * rng.normal(size=(N, widths[1]))}
+    return MRD(latent_dim=3, warmup_iters=5, progress=False, seed=0, **mrd_options).fit(views).module_
+
+
 @pytest.mark.parametrize("kernel", ["rbf", "rbf+bias", "rbf+white"])
 @pytest.mark.parametrize("inducing", ["shared", "per_view"])
 def test_views_bound_equals_the_view_by_view_bound(kernel, inducing):
     """The fused path of LatentGPModule (all views at once) against the per-view autograd path, on views of
     different widths: the same F_v and the same gradient of every parameter."""
-    from bayesalign.gp import MRD
-
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(40, 2))
-    views = {"a": np.tanh(X @ rng.normal(size=(2, 9))) + 0.1 * rng.normal(size=(40, 9)),
-             "b": np.sin(X @ rng.normal(size=(2, 4))) + 0.1 * rng.normal(size=(40, 4))}
-    model = MRD(latent_dim=3, num_inducing=8, kernel=kernel, inducing=inducing, max_iter=20, warmup_iters=5,
-                progress=False, seed=0).fit(views)
-    module = model.module_
+    module = _fitted_two_views(0, 40, (9, 4), num_inducing=8, kernel=kernel, inducing=inducing, max_iter=20)
     assert module._rbf_parts() is not None  # the fused path is taken
     params = list(module.parameters())
 
@@ -187,15 +190,7 @@ def test_hand_chained_gradient_equals_autograd(kernel, inducing):
     """evaluate_with_gradient (no autograd graph: the chain rule through the constraints by hand) against
     forward() + backward(): the same bound and the same gradient of every raw parameter, with one
     parameter frozen (its .grad left alone, as in the warm-up)."""
-    from bayesalign.gp import MRD
-
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(30, 2))
-    views = {"a": np.tanh(X @ rng.normal(size=(2, 6))) + 0.1 * rng.normal(size=(30, 6)),
-             "b": np.sin(X @ rng.normal(size=(2, 3))) + 0.1 * rng.normal(size=(30, 3))}
-    model = MRD(latent_dim=3, num_inducing=7, kernel=kernel, inducing=inducing, max_iter=15, warmup_iters=5,
-                progress=False, seed=0).fit(views)
-    module = model.module_
+    module = _fitted_two_views(2, 30, (6, 3), num_inducing=7, kernel=kernel, inducing=inducing, max_iter=15)
     assert module._hand_chained() is not None
     with torch.no_grad():  # a shared lengthscale on view b: the raw [1, 1] gradient sums over dimensions
         shared = gpytorch.kernels.RBFKernel().to(DT)

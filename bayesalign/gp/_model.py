@@ -160,15 +160,20 @@ class LatentGPModule(gpytorch.Module):
                                    self.padded_outputs, self.output_widths, self.output_sq_norms, self.jitter,
                                    chunk)
 
+    def _view_terms(self) -> list:
+        """Each view's kernel as :func:`~bayesalign.gp.kernels._kernel_terms` (the structure of the kernels
+        never changes after construction: computed once)."""
+        if getattr(self, "_kernel_terms_cache", None) is None:
+            self._kernel_terms_cache = [_kernel_terms(kernel) for kernel in self.kernels]
+        return self._kernel_terms_cache
+
     def _rbf_parts(self):
         """(variance [V], lengthscale [V, Q], bias [V], white [V]) when every kernel is rbf (+ bias) (+ white);
         bias (white) is None when no view has that term."""
         Q = self.q_mean.shape[1]
         like = self.q_mean
-        if getattr(self, "_kernel_terms_cache", None) is None:  # the structure of the kernels never changes
-            self._kernel_terms_cache = [_kernel_terms(kernel) for kernel in self.kernels]
         parts = []
-        for terms in self._kernel_terms_cache:
+        for terms in self._view_terms():
             part = _rbf_parts(terms, Q, like)
             if part is None:
                 return None
@@ -187,9 +192,7 @@ class LatentGPModule(gpytorch.Module):
         kernels and constraints never change after construction: cached)."""
         if not hasattr(self, "_hand_chained_cache"):
             Q = self.q_mean.shape[1]
-            if getattr(self, "_kernel_terms_cache", None) is None:
-                self._kernel_terms_cache = [_kernel_terms(kernel) for kernel in self.kernels]
-            views = [_rbf_raw(terms, Q) for terms in self._kernel_terms_cache]
+            views = [_rbf_raw(terms, Q) for terms in self._view_terms()]
             own = [lower_bounded(self, "q_variance"), lower_bounded(self, "noise")]
             ok = all(p is not None for p in views + own)
             self._hand_chained_cache = (own[0], own[1], views) if ok else None

@@ -28,7 +28,7 @@ __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 MAX_NONFINITE_STEPS = 10
 
 #: Default correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10). On the
-#: reference MRD workload (``benchmarks/bench_mrd.py``, 5 seeds) 30 pairs reach GPy's 1000-evaluation
+#: reference MRD workload (``benchmarks/bench_mrd.py``, 5 seeds, no preconditioner) 30 pairs reach GPy's 1000-evaluation
 #: bound in 471-661 evaluations instead of 659-908 on 3 of 5 seeds (the others never) with 10; each
 #: step costs about 0.4 ms more (L-BFGS-B's own work grows with the memory: 50 and 100 pairs cost
 #: more per step than the evaluations they save).

@@ -53,9 +53,9 @@ class MRD(LatentGPBase):
     warmup_iters : int
         Bound evaluations with the noise variances held fixed before all parameters are freed
         (otherwise the noise can absorb the signal early on, GPy issue #286). Default 100: on the
-        reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations) GPy's
-        1000-evaluation bound is reached in 471-661 evaluations (300: 650-988, one seed never), at
-        higher final bounds (mean 1807; 300: 1782).
+        reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations, measured
+        with ``precondition_after=None``) GPy's 1000-evaluation bound is reached in 471-661
+        evaluations (300: 650-988, one seed never), at higher final bounds (mean 1807; 300: 1782).
     optimizer : {"lbfgs", "adam"}
         scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
     max_iter : int
