@@ -201,12 +201,15 @@ def test_gradcheck_fast_path():
 
 def test_gradcheck_custom_function():
     g = torch.Generator().manual_seed(3)
-    h = torch.rand(5, 2, generator=g, dtype=DT).requires_grad_()
-    gg = -torch.rand(5, 3, generator=g, dtype=DT).requires_grad_()
-    c = torch.randn(5, generator=g, dtype=DT).requires_grad_()
-    Z = torch.randn(3, 2, generator=g, dtype=DT).requires_grad_()
+    Q = 2
+    bmu2 = torch.randn(5, Q, generator=g, dtype=DT)
+    neg_b = -torch.rand(5, Q, generator=g, dtype=DT)
+    c = torch.randn(5, 1, generator=g, dtype=DT)
+    K = torch.cat([bmu2, neg_b, c, torch.ones_like(c)], 1).requires_grad_()  # [2 b mu, -b, c, 1]
+    Z = torch.randn(3, Q, generator=g, dtype=DT).requires_grad_()
+    precision = torch.rand(Q, generator=g, dtype=DT).requires_grad_()
     # chunk of 2 points: the backward recomputes three chunks, the last one partial
-    assert torch.autograd.gradcheck(lambda *a: RBFPsi2Sum.apply(*a, 2), (h, gg, c, Z))
+    assert torch.autograd.gradcheck(lambda *a: RBFPsi2Sum.apply(*a, 2), (K, Z, precision))
 
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 64])

@@ -33,7 +33,7 @@ short of the optimum (every row's bound is now higher).
 Each row is optimised in (mu, log S) and starts at the trained q(x_m) of the nearest training row m
 in view v's output space. The per-row bound of the usual GP-LVM kernel (one RBF on every latent
 dimension, plus bias / white terms) takes a fused path (:class:`_RBFRowBound`) that never holds more
-than a cache-sized block of the per-row psi2 [rows, M, M]; other kernels take the per-point
+than a cache-sized block of the per-row psi2 [rows, M (M + 1) / 2]; other kernels take the per-point
 psi-statistics of :func:`bayesalign.gp.psi.psi_statistics` chunk by chunk.
 """
 
@@ -49,6 +49,7 @@ from torch.autograd.function import once_differentiable
 
 from ._optim import NonFiniteBoundError
 from .bound import per_point_bound
+from .functions.rbf_psi2 import pair_features, pairs_of_gradient, psi2_coefficients
 from .kernels import _kernel_terms, _rbf_parts
 from .psi import psi_statistics
 
@@ -61,7 +62,7 @@ _GTOL = 1e-8
 _MEMORY = 10
 #: Armijo sufficient-decrease constant (Nocedal & Wright, eq. 3.4).
 _ARMIJO = 1e-4
-#: Elements of one [rows, M, M] block of the fused psi2 trace: ~2 MB in float64 stays in a CPU cache.
+#: Elements of one [rows, P] block of the fused psi2 trace: ~2 MB in float64 stays in a CPU cache.
 _CPU_BLOCK_ELEMENTS = 2**18
 _GPU_BLOCK_ELEMENTS = 2**25
 
@@ -272,49 +273,43 @@ def minimize_rows(fun: Callable, x0: torch.Tensor, *, precondition: Callable | N
 class _RBFPsi2Trace(torch.autograd.Function):
     r"""``tr(G psi2_n)`` [n] of the RBF kernel for every row n, in cache-sized blocks of rows.
 
-    With the bilinear exponent of :mod:`bayesalign.gp.functions.rbf_psi2`,
-    :math:`\psi_{2,n}[m, k] = \exp(E_n[m, k])`, :math:`E_n[m, k] = h_n \cdot (z_m \circ z_k) + g_{nm}
-    + g_{nk} + c_n`, and a symmetric G, the trace :math:`T_n = \sum_{mk} G_{mk} \exp(E_n[m, k])` has
-    :math:`\partial T_n / \partial c_n = T_n`, :math:`\partial T_n / \partial g_{nm} = 2 \sum_k
-    (G \circ e^{E_n})_{mk}` and :math:`\partial T_n / \partial h_n = \sum_{mk} (G \circ e^{E_n})_{mk}
-    (z_m \circ z_k)`: the forward computes them in the same pass over the block (inference always
-    needs the gradient) and the backward only scales them. Memory: the per-row derivatives, linear
-    in n, and one [block, M, M] work buffer.
+    With the exponent of :mod:`bayesalign.gp.functions.rbf_psi2`, linear in the row's coefficients,
+    :math:`\psi_{2,n}[p] = \exp(K_n \cdot F_p)` over the pairs p = (m <= k), and a symmetric G
+    with pair weights :math:`\tilde G` (:func:`~bayesalign.gp.functions.rbf_psi2.pairs_of_gradient`),
+    the trace :math:`T_n = \sum_p \tilde G_p \exp(K_n \cdot F_p)` has :math:`\partial T_n / \partial K_n
+    = \sum_p \tilde G_p \exp(K_n \cdot F_p) F_p`: the forward computes it in the same pass over the
+    block (inference always needs the gradient) and the backward only scales it. Memory: the per-row
+    derivatives, linear in n, and one [block, P] work buffer.
 
-    Inputs: h [n, Q], g [n, M], c [n], ZZ [M*M, Q] (the pair products z_m * z_k), G [M, M]
-    (symmetric), block (rows per block). Outputs: the traces [n] and, not differentiable,
-    :math:`\sum_{mk} |G_{mk}| \psi_{2,n}[m, k]` [n], the scale of their round-off.
+    Inputs: K [n, F] (:func:`~bayesalign.gp.functions.rbf_psi2.psi2_coefficients`), the pair features
+    [P, F], the pair weights of G and of |G| [P], block (rows per block). Outputs: the traces [n] and,
+    not differentiable, :math:`\sum_{mk} |G_{mk}| \psi_{2,n}[m, k]` [n], the scale of their round-off.
     """
 
     @staticmethod
-    def forward(ctx, h, g, c, ZZ, G, block):
-        n, M = g.shape
-        trace, magnitude = g.new_empty(n), g.new_empty(n)  # [n]
-        d_h, d_g = torch.empty_like(h), torch.empty_like(g)  # [n, Q], [n, M]
-        work = g.new_empty(min(block, n), M * M)
-        G_flat = G.reshape(M * M)
-        G_abs = G_flat.abs()
+    def forward(ctx, K, features, weights, abs_weights, block):
+        n = K.shape[0]
+        trace, magnitude = K.new_empty(n), K.new_empty(n)  # [n]
+        d_K = torch.empty_like(K)  # [n, F]
+        work = K.new_empty(features.shape[0], min(block, n))
         for start in range(0, n, block):
             stop = min(start + block, n)
-            k = stop - start
-            E = torch.addmm(c[start:stop, None], h[start:stop], ZZ.T, out=work[:k])  # [k, M*M]
-            E.view(k, M, M).add_(g[start:stop, :, None]).add_(g[start:stop, None, :])
-            psi2 = E.exp_()  # [k, M*M]
-            torch.mv(psi2, G_abs, out=magnitude[start:stop])
-            weights = psi2.mul_(G_flat)  # G o psi2_n   [k, M*M]
-            row_sums = weights.view(k, M, M).sum(2)  # [k, M]
-            torch.sum(row_sums, 1, out=trace[start:stop])
-            torch.mul(row_sums, 2.0, out=d_g[start:stop])
-            torch.mm(weights, ZZ, out=d_h[start:stop])
-        ctx.save_for_backward(d_h, d_g, trace)
+            # pairs x rows, so that a row's numbers do not depend on the other rows of its block
+            # (a [rows, F] x [F, P] product changes its summation order with the number of rows)
+            psi2 = torch.mm(features, K[start:stop].T, out=work[:, :stop - start]).exp_()  # [P, k]
+            torch.mv(psi2.T, abs_weights, out=magnitude[start:stop])
+            weighted = psi2.mul_(weights[:, None])  # G~ o psi2_n   [P, k]
+            torch.sum(weighted, 0, out=trace[start:stop])
+            torch.mm(weighted.T, features, out=d_K[start:stop])
+        ctx.save_for_backward(d_K)
         ctx.mark_non_differentiable(magnitude)
         return trace, magnitude
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad, _):
-        d_h, d_g, trace = ctx.saved_tensors
-        return grad[:, None] * d_h, grad[:, None] * d_g, grad * trace, None, None, None
+        (d_K,) = ctx.saved_tensors
+        return grad[:, None] * d_K, None, None, None, None
 
 
 def _roundoff(beta, G_abs_psi2, psi1_fit):
@@ -349,8 +344,8 @@ class _RBFRowBound:
         self.bias = parts.bias
         self.center = Z.mean(0)  # stationary kernel: shift mu and Z by one point (smaller expanded squares)
         self.Z = Z - self.center  # [M, Q]
-        M, Q = self.Z.shape
-        self.ZZ = (self.Z.unsqueeze(1) * self.Z.unsqueeze(0)).reshape(M * M, Q)  # z_m * z_k   [M*M, Q]
+        self.features = pair_features(self.Z[None], self.precision[None, None])[0]  # [P, 2Q+2]
+        self.G_pairs, self.G_abs_pairs = pairs_of_gradient(G), pairs_of_gradient(G.abs())  # [P]
         self.G = G  # [M, M]
         self.fit = Y @ alpha.T  # alpha y_n   [n, M]
         psi0 = parts.variance + (0.0 if parts.bias is None else parts.bias) + (
@@ -362,7 +357,7 @@ class _RBFRowBound:
             self.G_ones = self.G.sum(1)  # G 1   [M]
             self.bias_trace = parts.bias.square() * self.G.sum()  # b^2 1'G1
         budget = _CPU_BLOCK_ELEMENTS if Z.device.type == "cpu" else _GPU_BLOCK_ELEMENTS
-        self.block = max(1, budget // (M * M))
+        self.block = max(1, budget // self.features.shape[0])
 
     def __call__(self, rows, mu, S):
         p = self.precision  # [Q]
@@ -373,13 +368,8 @@ class _RBFRowBound:
         d = p / scaled
         log_norm = -0.5 * scaled.log().sum(1) - 0.5 * (d * mu.square()).sum(1)  # [k]
         psi1 = self.variance * torch.exp(log_norm[:, None] - 0.5 * (d @ Z.square().T) + (d * mu) @ Z.T)
-        # psi2 exponent (module docstring of functions/rbf_psi2): a = p/4, b = p/(1 + 2 p S)
-        b = p / (1.0 + 2.0 * p * S)  # [k, Q]
-        h = 0.5 * p - 0.5 * b  # 2a - b/2   [k, Q]
-        g = (b * mu) @ Z.T - (0.25 * p + 0.25 * b) @ Z.square().T  # [k, M]
-        c = (2.0 * self.variance.log() - 0.5 * torch.log1p(2.0 * p * S).sum(1)
-             - (b * mu.square()).sum(1))  # [k]
-        trace, magnitude = _RBFPsi2Trace.apply(h, g, c, self.ZZ, self.G, self.block)  # tr(G psi2_n)   [k]
+        K, _, _ = psi2_coefficients(self.variance, p, mu, S)  # psi2 exponent coefficients   [k, 2Q+2]
+        trace, magnitude = _RBFPsi2Trace.apply(K, self.features, self.G_pairs, self.G_abs_pairs, self.block)
         fit_terms = psi1 * self.fit[rows]  # [k, M]
         fit = fit_terms.sum(1)  # psi1_n alpha y_n   [k]
         if self.bias is not None:

@@ -8,8 +8,9 @@ For :math:`k(x, x') = \sigma^2 \exp(-\sum_q p_q (x_q - x'_q)^2 / 2)`, :math:`p_q
     \psi_{1,nm} = \sigma^2 \exp\Big(-\tfrac12 \sum_q \log s_{nq} - \tfrac12 \sum_q d_{nq} (\mu_{nq} - z_{mq})^2\Big),
     \quad s = 1 + p S,\ d = p / s,
 
-and the summed :math:`\Psi_2 = \sum_n \exp(E_n)` of :mod:`bayesalign.gp.functions.rbf_psi2` with the
-bilinear exponent coefficients :math:`h = p^2 S / (1 + 2 p S)`, :math:`g`, :math:`c`.
+and the summed :math:`\Psi_2 = \sum_n \exp(E_n)` of :mod:`bayesalign.gp.functions.rbf_psi2`, whose
+exponent is linear in per-point coefficients :math:`K_n = [2 b_n \circ \mu_n, -b_n, c_n, 1]` and
+per-pair features.
 
 :class:`RBFPsiStatistics` takes the kernel's *transformed* hyperparameters (variance, lengthscales)
 and mu, S, Z, and returns (psi0, psi1, psi2) with a hand-written backward: a whole evaluation is
@@ -24,10 +25,10 @@ gradient :math:`G_1` of psi1, :math:`r_n = \sum_m W_{nm}` and
     \partial S = \tfrac12 d^2 \circ A - \tfrac12 d \circ r, \quad
     \partial p_q = -\tfrac12 \sum_n (S_{nq} r_n / s_{nq} + A_{nq} / s_{nq}^2),
 
-and for psi2 the gradients of (h, g, c) from :func:`~bayesalign.gp.functions.rbf_psi2.psi2_sum_backward`
-are chained through :math:`b = p / (1 + 2 p S)`, :math:`a = p / 4`,
-:math:`h = 2 a - b / 2`, :math:`g = (b \circ \mu) Z^\top - (a + b / 4) (Z^2)^\top`,
-:math:`c = 2 \log \sigma^2 - \tfrac12 \sum_q \log(1 + 2 p S) - \sum_q b \mu^2`.
+and for psi2 the gradients of K from :func:`~bayesalign.gp.functions.rbf_psi2.psi2_sum_backward`
+are chained through :math:`b = p / (1 + 2 p S)` and
+:math:`c = 2 \log \sigma^2 - \tfrac12 \sum_q \log(1 + 2 p S) - \sum_q b \mu^2`, those of the pair
+features through :func:`~bayesalign.gp.functions.rbf_psi2.pair_features_backward`.
 Everything is computed on mu and Z shifted by the (detached) mean of Z: the statistics are
 translation invariant, so values and gradients are unchanged, and the expanded squares stay small.
 """
@@ -38,7 +39,15 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .rbf_psi2 import default_chunk_size, psi2_sum_backward, psi2_sum_forward
+from .rbf_psi2 import (
+    default_chunk_size,
+    pair_features,
+    pair_features_backward,
+    psi2_coefficients,
+    psi2_sum_backward,
+    psi2_sum_forward,
+    symmetric_from_pairs,
+)
 
 __all__ = ["RBFGram", "RBFPsiStatistics", "gram_backward", "gram_forward", "psi_backward", "psi_forward",
            "rbf_psi_statistics"]
@@ -63,19 +72,14 @@ def psi_forward(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z:
     log_psi1 = torch.baddbmm(torch.bmm(d, Z2.mT), dmu, Z.mT, alpha=-2.0)  # sum_q d (z^2 - 2 mu z)   [V, N, M]
     log_psi1.mul_(-0.5).add_((s1.log() + dmu * mu).sum(2, keepdim=True), alpha=-0.5)
     psi1 = log_psi1.exp_().mul_(variance[:, None, None])  # [V, N, M]
-    # psi2: bilinear exponent coefficients (rbf_psi2 module docstring)
-    a = 0.25 * p  # [V, 1, Q]
-    s2 = 1.0 + 2.0 * p * S  # [V, N, Q]
-    b = p / s2  # [V, N, Q]
-    h = 2.0 * a - 0.5 * b  # [V, N, Q]
-    bmu = b * mu  # [V, N, Q]
-    g = torch.baddbmm(torch.bmm(bmu, Z.mT), a + 0.25 * b, Z2.mT, alpha=-1.0)  # [V, N, M]
-    c = 2.0 * variance.log().unsqueeze(1) - (0.5 * s2.log() + b * mu.square()).sum(2)  # [V, N]
-    psi2, block = psi2_sum_forward(h, g, c, Z, chunk_size, keep=True)  # [V, M, M], exp(E) if one chunk
+    # psi2: the exponent's per-point coefficients and pair features (rbf_psi2 module docstring)
+    K, b, s2 = psi2_coefficients(variance[:, None, None], p, mu, S)  # [V, N, 2Q+2], [V, N, Q] x 2
+    F = pair_features(Z, p)  # [V, P, 2Q+2]
+    pairs, block = psi2_sum_forward(K, F, chunk_size, keep=True)  # [V, P], exp(E) if one chunk
+    psi2 = symmetric_from_pairs(pairs, Z.shape[1])  # [V, M, M]
     psi0 = N * variance  # [V]
     empty = mu.new_empty(0)
-    saved = (variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, bmu, h, g, c,
-             empty if block is None else block)
+    saved = (variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, K, F, empty if block is None else block)
     return psi0, psi1, psi2, saved
 
 
@@ -85,7 +89,7 @@ def psi_backward(saved, grad_psi0: Tensor, grad_psi1: Tensor, grad_psi2: Tensor,
 
     ``saved`` is the tuple of :func:`psi_forward`; the gradients of mu and S are summed over the V kernels.
     """
-    variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, bmu, h, g, c, block = saved
+    variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, K, F, block = saved
     block = block if block.numel() else None
     N = mu.shape[1]
     # psi1
@@ -100,22 +104,17 @@ def psi_backward(saved, grad_psi0: Tensor, grad_psi1: Tensor, grad_psi2: Tensor,
     grad_S = 0.5 * (d.square() * A - d * r)  # [V, N, Q]
     grad_p = -0.5 * ((S / s1) * r + A / s1.square()).sum(1)  # [V, Q]
     grad_var = W.sum((1, 2)) / variance + N * grad_psi0  # [V]
-    # psi2: gradients of (h, g, c), then the chain rule by hand
-    grad_h, grad_g, grad_Z2 = psi2_sum_backward(h, g, c, Z, grad_psi2, chunk_size, block=block)
-    grad_c = 0.5 * grad_g.sum(2, keepdim=True)  # [V, N, 1]
-    GgZ = torch.bmm(grad_g, Z)  # [V, N, Q]
-    GgZ2 = torch.bmm(grad_g, Z2)  # [V, N, Q]
-    grad_b = mu * GgZ - 0.5 * grad_h - 0.25 * GgZ2 - grad_c * mu2  # [V, N, Q]
-    gsum = grad_g.sum(1)  # [V, M]
-    grad_a = 2.0 * grad_h.sum(1) - torch.bmm(gsum.unsqueeze(1), Z2).squeeze(1)  # [V, Q]
-    grad_mu += b * (GgZ - 2.0 * grad_c * mu)
-    a = 0.25 * p  # [V, 1, Q]
-    # dg/dZ_m = b mu - 2 (a + b/4) z_m
-    Ggt = grad_g.mT  # [V, M, N]
-    grad_Z += grad_Z2 + torch.bmm(Ggt, bmu) - Z * (torch.bmm(Ggt, 0.5 * b) + 2.0 * gsum.unsqueeze(2) * a)
-    # db/dS = -2 b^2, db/dp = 1/s2^2; c has -1/2 log s2: dc/dS = -b, dc/dp = -S/s2
+    # psi2: gradients of K = [2 b mu, -b, c, 1] and of the pair features, then the chain rule by hand
+    grad_K, grad_Ft = psi2_sum_backward(K, F, grad_psi2, chunk_size, block=block)
+    Q = mu.shape[2]
+    grad_bmu2, grad_neg_b, grad_c = grad_K[..., :Q], grad_K[..., Q:2 * Q], grad_K[..., 2 * Q:2 * Q + 1]
+    grad_b = 2.0 * mu * grad_bmu2 - grad_neg_b - grad_c * mu2  # c has -b mu^2   [V, N, Q]
+    grad_mu += 2.0 * b * (grad_bmu2 - grad_c * mu)
+    pair_grad_Z, pair_grad_p = pair_features_backward(grad_Ft, Z, p)
+    grad_Z += pair_grad_Z
+    # b = p / s2, s2 = 1 + 2 p S: db/dS = -2 b^2, db/dp = 1/s2^2; c has -log(s2)/2: dc/dS = -b, dc/dp = -S/s2
     grad_S += -2.0 * b.square() * grad_b - grad_c * b
-    grad_p += 0.25 * grad_a + (grad_b / s2.square() - grad_c * S / s2).sum(1)
+    grad_p += pair_grad_p + (grad_b / s2.square() - grad_c * S / s2).sum(1)
     grad_var = grad_var + 2.0 * grad_c.sum((1, 2)) / variance
     grad_lengthscale = -2.0 * grad_p * p.squeeze(1) / lengthscale  # p = l^-2: dp/dl = -2 l^-3
     return grad_var, grad_lengthscale, grad_mu.sum(0), grad_S.sum(0), grad_Z
