@@ -335,3 +335,19 @@ def test_make_kernel_and_white():
     torch.testing.assert_close(k(x, x).to_dense().detach(), expected)
     with pytest.raises(ValueError, match="unknown kernel"):
         make_kernel("rbf+cosine", 2)
+
+
+def test_pair_layout_is_the_adjoint_of_the_symmetric_fill():
+    """psi2 is computed on the pairs m <= k only: <G, sym(x)> = <pairs_of_gradient(G), x> for any G
+    (also non-symmetric), and the fill puts every pair at (m, k) and (k, m)."""
+    from bayesalign.gp.functions.rbf_psi2 import n_pairs, pairs_of_gradient, symmetric_from_pairs
+
+    g = torch.Generator().manual_seed(11)
+    M = 6
+    x = torch.randn(2, n_pairs(M), generator=g, dtype=DT)
+    G = torch.randn(2, M, M, generator=g, dtype=DT)
+    full = symmetric_from_pairs(x, M)
+    torch.testing.assert_close(full, full.mT, rtol=0, atol=0)
+    rows, cols = torch.triu_indices(M, M)
+    torch.testing.assert_close(full[:, rows, cols], x, rtol=0, atol=0)
+    torch.testing.assert_close((G * full).sum((1, 2)), (pairs_of_gradient(G) * x).sum(1), rtol=1e-14, atol=0)
