@@ -149,11 +149,12 @@ def psi2_sum_forward(K: Tensor, F: Tensor, chunk_size: int, keep: bool = False):
     there is no loop, and with ``keep`` the block ``exp(E)`` [V, N, P] is returned too (else None),
     so that the backward need not recompute it. Over several chunks the backward recomputes them:
     keeping a large block (written to and read back from main memory) measured slower than
-    recomputing cache-sized chunks. :func:`symmetric_from_pairs` gives the [V, M, M] matrix.
+    recomputing cache-sized chunks (N=2000, M=100, two views: 0.25 vs 0.15-0.20 s per bound+gradient).
+    :func:`symmetric_from_pairs` gives the [V, M, M] matrix.
     """
     V, N, _ = K.shape
     P = F.shape[1]
-    Ft = F.mT  # [V, 3Q+1, P]
+    Ft = F.mT  # [V, features, P]
     if N <= chunk_size:
         block = torch.bmm(K, Ft).exp_()  # [V, N, P]
         return block.sum(1), (block if keep else None)
@@ -166,7 +167,7 @@ def psi2_sum_forward(K: Tensor, F: Tensor, chunk_size: int, keep: bool = False):
 
 
 def psi2_sum_backward(K: Tensor, F: Tensor, grad_out: Tensor, chunk_size: int, block: Tensor | None = None):
-    r"""Gradients (K [V, N, 3Q+1], F transposed [V, 3Q+1, P]) of ``<grad_out, sum_n exp(E_n)>``.
+    r"""Gradients (K [V, N, F], features transposed [V, F, P]) of ``<grad_out, sum_n exp(E_n)>``.
 
     ``grad_out`` is the gradient of the whole symmetric [V, M, M] matrix. ``block`` is the kept
     ``exp(E)`` [V, N, P] of the forward (one chunk; it is not changed), else the exponent is
@@ -175,7 +176,7 @@ def psi2_sum_backward(K: Tensor, F: Tensor, grad_out: Tensor, chunk_size: int, b
     """
     V, N, _ = K.shape
     P = F.shape[1]
-    Ft = F.mT  # [V, 3Q+1, P]
+    Ft = F.mT  # [V, features, P]
     weight = pairs_of_gradient(grad_out).unsqueeze(1)  # [V, 1, P]
     grad_K = torch.empty_like(K)
     grad_Ft = K.new_zeros(V, K.shape[2], P)
