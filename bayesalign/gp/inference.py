@@ -279,7 +279,7 @@ class _RBFPsi2Trace(torch.autograd.Function):
     the trace :math:`T_n = \sum_p \tilde G_p \exp(K_n \cdot F_p)` has :math:`\partial T_n / \partial K_n
     = \sum_p \tilde G_p \exp(K_n \cdot F_p) F_p`: the forward computes it in the same pass over the
     block (inference always needs the gradient) and the backward only scales it. Memory: the per-row
-    derivatives, linear in n, and one [block, P] work buffer.
+    derivatives, linear in n, and one [P, block] work buffer.
 
     Inputs: K [n, F] (:func:`~bayesalign.gp.functions.rbf_psi2.psi2_coefficients`), the pair features
     [P, F], the pair weights of G and of |G| [P], block (rows per block). Outputs: the traces [n] and,
