@@ -23,8 +23,9 @@ i.e. :math:`E = K F^\top` with the per-point coefficients :math:`K_n = [2 b_n \c
 matrix product (a single GEMM: a batch of tiny products per point is several times slower on a CPU),
 an in-place exp and a sum over the chunk; memory is O(chunk * P + N (M + Q)), never [N, M, M].
 At N=2000, M=100, Q=10, two views, this form (half the pairs, 22 features, no broadcast adds) made a
-whole bound+gradient 2.0x faster, on 1 and on 2 threads (interleaved with the former full [M, M]
-exponent with separate per-point terms: 0.21 vs 0.42 s on one thread, 0.15-0.19 vs 0.31-0.37 s on two).
+whole bound+gradient about 2x faster than the full [M, M] exponent with separate per-point terms
+(``python benchmarks/bench_mrd.py --skip-reference --large --large-evals 20 --threads-large 1``, run
+alternately in both versions: 0.29 / 0.21 s against 0.56 / 0.46 s).
 
 Backward, for the incoming gradient G [M, M]: with :math:`\tilde G_{(m,k)} = G_{mk} + G_{km}`
 (:math:`G_{mm}` on the diagonal) and :math:`W_{np} = \tilde G_p \exp(E_{np})`,
@@ -50,7 +51,9 @@ __all__ = ["RBFPsi2Sum", "default_chunk_size", "pair_features", "pair_features_b
            "psi2_coefficients", "psi2_sum_backward", "psi2_sum_forward", "rbf_psi2", "symmetric_from_pairs"]
 
 # Working set per chunk (elements of a [views, chunk, P] block): 4 MB in float64 on a CPU (the fastest
-# of 2**14 .. 2**22 at N=2000, M=100, two views, 2 threads); a GPU wants large batches.
+# of 2**14 .. 2**22 when this constant was set and LatentGPModule.evaluate_with_gradient timed on the
+# larger workload of benchmarks/bench_mrd.py, 2 threads: 0.11 s against 0.13-0.77 s); a GPU wants
+# large batches.
 _CPU_CHUNK_ELEMENTS = 2**19
 _GPU_CHUNK_ELEMENTS = 2**25
 
@@ -71,7 +74,7 @@ def _pairs(M: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
     """Row and column of every pair m <= k [P] each, and 1/2 on the diagonal pairs, 1 elsewhere [P]
     (cached: every evaluation of the bound needs them)."""
     rows, cols = torch.triu_indices(M, M, device=device)
-    return rows, cols, torch.where(rows == cols, 0.5, 1.0).to(device)
+    return rows, cols, torch.where(rows == cols, 0.5, 1.0)
 
 
 def psi2_coefficients(variance: Tensor, precision: Tensor, mu: Tensor, S: Tensor):
@@ -149,7 +152,8 @@ def psi2_sum_forward(K: Tensor, F: Tensor, chunk_size: int, keep: bool = False):
     there is no loop, and with ``keep`` the block ``exp(E)`` [V, N, P] is returned too (else None),
     so that the backward need not recompute it. Over several chunks the backward recomputes them:
     keeping a large block (written to and read back from main memory) measured slower than
-    recomputing cache-sized chunks (N=2000, M=100, two views: 0.25 vs 0.15-0.20 s per bound+gradient).
+    recomputing cache-sized chunks (the larger workload of benchmarks/bench_mrd.py, evaluate_with_gradient
+    timed with every chunk kept: 0.25-0.27 s against 0.15-0.20 s).
     :func:`symmetric_from_pairs` gives the [V, M, M] matrix.
     """
     V, N, _ = K.shape
