@@ -50,10 +50,10 @@ from torch.autograd.function import once_differentiable
 __all__ = ["RBFPsi2Sum", "default_chunk_size", "pair_features", "pair_features_backward", "pairs_of_gradient",
            "psi2_coefficients", "psi2_sum_backward", "psi2_sum_forward", "rbf_psi2", "symmetric_from_pairs"]
 
-# Working set per chunk (elements of a [views, chunk, P] block): 4 MB in float64 on a CPU (2**19 and
-# 2**20 tied fastest of 2**14 .. 2**22 when this constant was set and LatentGPModule.evaluate_with_gradient timed on the
-# larger workload of benchmarks/bench_mrd.py, 2 threads: 0.11 s against 0.13-0.77 s); a GPU wants
-# large batches.
+# Working set per chunk (elements of a [views, chunk, P] block): 4 MB in float64 on a CPU. 2**19 and
+# 2**20 tied fastest of 2**14 .. 2**22 when this constant was set and
+# LatentGPModule.evaluate_with_gradient timed on the larger workload of benchmarks/bench_mrd.py
+# (2 threads: 0.11 s against 0.13-0.77 s); a GPU wants large batches.
 _CPU_CHUNK_ELEMENTS = 2**19
 _GPU_CHUNK_ELEMENTS = 2**25
 
