@@ -8,6 +8,7 @@ import torch
 
 from bayesalign.data import AlignmentProblem, LatentEmbedding, Views
 from bayesalign.gp import MRD, BayesianGPLVM
+from bayesalign.gp._model import cca_latent
 
 F64 = torch.float64
 
@@ -157,6 +158,69 @@ def test_shared_and_private_dims_for_three_views_follow_the_relevance():
     assert model.private_dims("b").tolist() == [2]
     assert model.private_dims("c").tolist() == [4]  # dimension 3 is shared by a and b only
     assert model.shared_dims(threshold=1e-5).tolist() == [0, 1, 2, 3, 4]
+
+
+def _toy_signals(N=60, seed=0):
+    """The (noisy) latent signals of toy_views with the same arguments [N, 3]."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 4 * np.pi, N)
+    return np.c_[np.sin(t), np.cos(2.5 * t), np.sin(1.7 * t + 1)] + 0.1 * rng.normal(size=(N, 3))
+
+
+def _abs_corr(x, y):
+    return abs(np.corrcoef(x, y)[0, 1])
+
+
+def test_cca_init_puts_the_shared_signal_first_then_each_view_s_private_signal():
+    views = {k: v - v.mean(0) for k, v in toy_views(N=200, D=12, seed=3).items()}
+    signals = _toy_signals(N=200, seed=3)
+    X, correlations, n_shared = cca_latent(list(views.values()), 5, list(views))
+    assert n_shared == 1 and correlations[0] > 0.99 and correlations[1] < 0.5
+    # dimensions: 0 shared, (1, 2) private to a, (3, 4) private to b
+    assert _abs_corr(X[:, 0], signals[:, 0]) > 0.99
+    assert _abs_corr(X[:, 1], signals[:, 1]) > 0.99
+    assert _abs_corr(X[:, 3], signals[:, 2]) > 0.99
+    # the private dimensions carry nothing of the shared signal; the noise dimensions start small
+    assert _abs_corr(X[:, 1], signals[:, 0]) < 0.05 and _abs_corr(X[:, 3], signals[:, 0]) < 0.05
+    assert X[:, [2, 4]].std(0).max() < 0.1 * X[:, [0, 1, 3]].std(0).min()
+    # MRD with it: the same start as the array itself (scaled to unit largest variance)
+    model = MRD(latent_dim=5, num_inducing=6, max_iter=0, init="cca", progress=False).fit(views)
+    np.testing.assert_allclose(model.latent_.means["a"] * X.std(0).max(), X, atol=1e-10)
+
+
+def test_cca_correlations_are_hotellings_canonical_correlations():
+    """Two full-rank views, all components kept: the leading (sigma^2 - 1) are the singular values of
+    Saa^-1/2 Sab Sbb^-1/2 (Hotelling, 1936), computed here from Cholesky factors."""
+    rng = np.random.default_rng(1)
+    common = rng.normal(size=(500, 2))
+    a = np.c_[common, rng.normal(size=(500, 1))] @ rng.normal(size=(3, 3)) + 0.5 * rng.normal(size=(500, 3))
+    b = np.c_[common, rng.normal(size=(500, 2))] @ rng.normal(size=(4, 4)) + 0.5 * rng.normal(size=(500, 4))
+    a, b = a - a.mean(0), b - b.mean(0)
+    La, Lb = np.linalg.cholesky(a.T @ a), np.linalg.cholesky(b.T @ b)
+    expected = np.linalg.svd(np.linalg.solve(La, a.T @ b) @ np.linalg.inv(Lb).T, compute_uv=False)  # [3]
+    _, correlations, n_shared = cca_latent([a, b], 4, kept=1.0)
+    np.testing.assert_allclose(correlations[:3], expected, rtol=1e-10)
+    assert n_shared == int(np.sum(expected > 0.5))
+    # three views sharing one signal: it is the first dimension, with mean correlation near 1
+    t = rng.normal(size=500)
+    views = [np.outer(t, rng.normal(size=4)) + 0.05 * rng.normal(size=(500, 4)) for _ in range(3)]
+    X, correlations, n_shared = cca_latent([v - v.mean(0) for v in views], 3)
+    assert n_shared == 1 and correlations[0] > 0.99 and _abs_corr(X[:, 0], t) > 0.999
+
+
+def test_cca_init_refuses_one_view_and_too_many_private_dimensions():
+    views = toy_views(N=30, D=5)
+    with pytest.raises(ValueError, match="needs at least two views"):
+        BayesianGPLVM(latent_dim=2, init="cca", progress=False).fit(views["a"])
+    with pytest.raises(ValueError, match=r"view 'b' 4 private dimensions, more than its PCA allows \(2\)"):
+        MRD(latent_dim=9, init="cca", progress=False).fit({"a": views["a"], "b": views["b"][:, :2]})
+
+
+def test_mrd_from_the_cca_init_finds_the_shared_and_private_dimensions():
+    model = MRD(latent_dim=5, num_inducing=12, max_iter=300, init="cca", progress=False, seed=0).fit(toy_views())
+    assert len(model.shared_dims()) == 1
+    assert len(model.private_dims("a")) == 1 and len(model.private_dims("b")) == 1
+    assert _abs_corr(model.latent_.means["a"][:, model.shared_dims()[0]], _toy_signals()[:, 0]) > 0.95
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from .functions.rbf_psi2 import default_chunk_size
 from .kernels import _kernel_terms, _rbf_parts, _rbf_raw, ard_relevance, lower_bounded, make_kernel
 from .psi import psi_statistics
 
-_INITS = ("pca", "pca_split", "random")
+_INITS = ("pca", "pca_split", "cca", "random")
 
 
 def resolve_dtype(dtype) -> torch.dtype:
@@ -349,6 +349,87 @@ def _pca_scores(blocks: list[np.ndarray], n_components: int) -> np.ndarray:
     return (U[:, :n_components] * s[:n_components]) * signs[:n_components]
 
 
+#: Fraction of a view's variance its whitened principal subspace keeps in the "cca" initialisation.
+CCA_VARIANCE_KEPT = 0.95
+#: Canonical correlation (mean over pairs of views) above which a direction counts as shared.
+CCA_SHARED_CORRELATION = 0.5
+
+
+def _principal_basis(block: np.ndarray, kept: float) -> np.ndarray:
+    """Orthonormal basis [N, k] of the fewest principal components of ``block`` holding ``kept`` of its variance."""
+    U, s, _ = np.linalg.svd(block, full_matrices=False)
+    power = np.square(s)
+    k = int(np.searchsorted(np.cumsum(power), kept * power.sum() * (1.0 - 1e-12))) + 1
+    return U[:, :min(k, s.size)]
+
+
+def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] | None = None,
+               kept: float = CCA_VARIANCE_KEPT, threshold: float = CCA_SHARED_CORRELATION):
+    r"""Latent coordinates [N, Q] with the views' shared directions first, then each view's private ones.
+
+    The shared part is generalised CCA (MAXVAR; Kettenring, 1971): with :math:`U_v` [N, k_v] an
+    orthonormal basis of view v's principal subspace (the fewest components holding ``kept`` of its
+    variance: whitening the whole view would make chance correlations large when D_v is not small
+    against N), the canonical directions are the left singular vectors :math:`g_i` of
+    :math:`[U_1, \dots, U_V]`, and :math:`(\sigma_i^2 - 1) / (V - 1)` is their mean canonical
+    correlation (for two views :math:`\sigma_i^2 = 1 + \rho_i`, Hotelling's :math:`\rho_i`). The
+    directions with correlation above ``threshold`` are the shared dimensions; the rest of the Q
+    dimensions are split between the views as in "pca_split", each the principal components of its
+    view with the shared directions regressed out. Every dimension is a unit-variance score times
+    the square root of the fraction of the views' variance it explains (the mean over the views for
+    a shared one), so weak directions start small, as PCA scores do.
+
+    The point is the start of MRD's optimisation: the ARD kernels must split the latent space into
+    shared and private parts, and a PCA of the concatenated views mixes them, which L-BFGS then has
+    to undo by moving every point (``benchmarks/bench_mrd.py --large``).
+
+    Parameters
+    ----------
+    blocks : list of arrays [N, D_v]
+        Centred views (scaled to equal total variance by the caller, or not).
+    latent_dim : int
+    names : view names for error messages.
+    kept, threshold : float
+        See above.
+
+    Returns
+    -------
+    X : array [N, Q]
+    correlations : array
+        Mean canonical correlation of every canonical direction, largest first.
+    n_shared : int
+        Leading dimensions of X that are shared.
+    """
+    V = len(blocks)
+    names = list(names) if names is not None else [str(v) for v in range(V)]
+    if V < 2:
+        raise ValueError("init='cca' needs at least two views (it finds what they share); use 'pca'")
+    N = blocks[0].shape[0]
+    bases = [_principal_basis(b, kept) for b in blocks]
+    G, sigma, _ = np.linalg.svd(np.hstack(bases), full_matrices=False)  # [N, sum k_v]
+    correlations = (np.square(sigma) - 1.0) / (V - 1)
+    n_shared = int(min(np.sum(correlations > threshold), latent_dim))
+    shared = G[:, :n_shared]  # [N, s], orthonormal
+    totals = [max(float(np.square(b).sum()), 1e-300) for b in blocks]
+    explained = np.mean([np.square(b.T @ shared).sum(0) / t for b, t in zip(blocks, totals)], axis=0)  # [s]
+    columns = [shared * np.sqrt(N * explained)]
+    for name, block, total, dims in zip(names, blocks, totals,
+                                        np.array_split(np.arange(latent_dim - n_shared), V)):
+        if not dims.size:
+            continue
+        residual = block - shared @ (shared.T @ block)  # [N, D_v]
+        limit = min(N - 1, block.shape[1])
+        if dims.size > limit:
+            raise ValueError(f"latent_dim={latent_dim} with {n_shared} shared dimensions gives view {name!r} "
+                             f"{dims.size} private dimensions, more than its PCA allows ({limit})")
+        U, s, _ = np.linalg.svd(residual, full_matrices=False)
+        columns.append(U[:, :dims.size] * (s[:dims.size] * math.sqrt(N / total)))
+    X = np.hstack(columns)
+    # deterministic signs (SVD signs depend on the LAPACK build): each column's largest entry positive
+    X *= np.where(X[np.abs(X).argmax(0), np.arange(X.shape[1])] < 0, -1.0, 1.0)
+    return X, correlations, n_shared
+
+
 def init_latent(init, names: list[str], centred: list[np.ndarray], latent_dim: int, seed) -> np.ndarray:
     """Initial q(X) means [N, Q] (see the ``init`` parameter of :class:`MRD`)."""
     N = centred[0].shape[0]
@@ -382,6 +463,8 @@ def init_latent(init, names: list[str], centred: list[np.ndarray], latent_dim: i
             raise ValueError(f"latent_dim={latent_dim} is larger than PCA initialisation allows: at most "
                              f"min(n_samples - 1, total columns) = {limit}; use init='random' or an array")
         X = _pca_scores(blocks, latent_dim)
+    elif init == "cca":
+        X = cca_latent(blocks, latent_dim, names)[0]
     else:  # pca_split: each view gives its share of the dimensions
         chunks = np.array_split(np.arange(latent_dim), len(blocks))
         X = np.zeros((N, latent_dim))
