@@ -6,7 +6,8 @@ view) and 1000 L-BFGS-B evaluations in all; each uses its own default initialisa
 of the concatenated views) and inducing inputs. GPy holds the noise fixed for the first 300
 evaluations (the schedule of its MRD examples); bayesalign uses its defaults (a 100-evaluation
 warm-up, 30 L-BFGS-B correction pairs; ``--our-warmup 300`` gives it GPy's schedule,
-``--precondition-after N`` when L-BFGS-B switches to preconditioned latent means, -1 never). The script
+``--precondition-after N`` when L-BFGS-B switches to preconditioned latent means, -1 never;
+``--init cca`` starts q(X) at the views' canonical directions). The script
 prints each library's final bound and seconds, our time to reach GPy's final bound, and the time of
 one bound+gradient evaluation of each. One short untimed fit of each library comes first, so that
 one-time costs (lazy imports) are not counted as fitting time.
@@ -124,10 +125,10 @@ def per_eval_seconds(model, reps=30):
     return time_evaluations({"ours": our_evaluator(model)}, reps=reps, rounds=1)["ours"][0]
 
 
-def fit_ours(views, Q, M, max_evals, warmup, seed=0, dtype="float64", precondition_after=200):
+def fit_ours(views, Q, M, max_evals, warmup, seed=0, dtype="float64", precondition_after=200, init="pca"):
     start = time.perf_counter()
     model = MRD(latent_dim=Q, num_inducing=M, max_iter=max_evals, warmup_iters=warmup, seed=seed,
-                progress=False, dtype=dtype,
+                progress=False, dtype=dtype, init=init,
                 precondition_after=None if precondition_after < 0 else precondition_after).fit(views)
     seconds = time.perf_counter() - start
     setup = seconds - (model.history_seconds_[-1] if model.n_iter_ else 0.0)
@@ -140,7 +141,7 @@ def evaluations_to(history: np.ndarray, fraction: float = 0.999) -> int:
     return int(np.flatnonzero(history >= start + fraction * (best - start))[0]) + 1
 
 
-def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy, precondition_after=200):
+def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy, precondition_after=200, init="pca"):
     """One side-by-side run; returns a dict of what was measured (and the fitted models)."""
     out = {}
     if have_gpy:
@@ -151,7 +152,7 @@ def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy, preco
         out["gpy_evals"] = len(trace)
     cpu0 = time.process_time()
     model, seconds, setup = fit_ours(views, Q, M, evals, our_warmup, seed=seed,
-                                     precondition_after=precondition_after)
+                                     precondition_after=precondition_after, init=init)
     out.update(model=model, seconds=seconds, cpu=time.process_time() - cpu0, bound=model.elbo())
     if have_gpy:
         reached = np.flatnonzero(model.history_ >= out["gpy_bound"] - 1e-9)
@@ -167,7 +168,7 @@ def reference(args):
     Q, M, evals, warmup = 5, 20, args.evals, args.warmup
     print(f"reference workload: 2 views, N=100, D=20, Q={Q}, M={M}, RBF-ARD, {evals} L-BFGS-B evaluations "
           f"(GPy: {warmup} with the noise fixed, bayesalign: {args.our_warmup}; "
-          f"precondition_after={args.precondition_after}), "
+          f"precondition_after={args.precondition_after}, init={args.init!r}), "
           f"single-threaded; data and initialisation seeds {args.seeds}")
     have_gpy = True
     try:
@@ -187,7 +188,7 @@ def reference(args):
     first = None
     for seed in args.seeds:
         r = reference_seed(make_views(100, 20, seed=seed), Q, M, evals, warmup, args.our_warmup, seed, have_gpy,
-                           args.precondition_after)
+                           args.precondition_after, args.init)
         first = first or r
         line = (f"  seed {seed}: bayesalign bound {r['bound']:9.3f} in {r['seconds']:5.2f} s "
                 f"({r['model'].n_iter_} evals)")
@@ -224,11 +225,13 @@ def large(args):
     views = make_views(N, D, seed=args.seed)
     warmup = min(args.our_warmup, args.large_evals // 2)
     print(f"larger workload: 2 views, N={N}, D={D}, Q={Q}, M={M}, {args.large_evals} evaluations "
-          f"({warmup} with the noise fixed), torch threads={args.threads_large}")
+          f"({warmup} with the noise fixed), torch threads={args.threads_large}, "
+          f"precondition_after={args.precondition_after}, init={args.init!r}")
     for dtype in args.large_dtypes.split(","):
         cpu0 = time.process_time()
         try:
-            model, seconds, setup = fit_ours(views, Q, M, args.large_evals, warmup, seed=args.seed, dtype=dtype)
+            model, seconds, setup = fit_ours(views, Q, M, args.large_evals, warmup, seed=args.seed, dtype=dtype,
+                                             precondition_after=args.precondition_after, init=args.init)
         except Exception as exc:  # noqa: BLE001 -- report and go on with the next dtype
             print(f"  bayesalign {dtype}: failed: {type(exc).__name__}: {str(exc)[:200]}")
             continue
@@ -290,6 +293,7 @@ def main():
                         help="bayesalign's precondition_after (-1: None, never)")
     parser.add_argument("--our-warmup", type=int, default=MRD().warmup_iters,
                         help="bayesalign's warm-up evaluations (default: MRD's default)")
+    parser.add_argument("--init", default=MRD().init, help="bayesalign's init (default: MRD's default)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the larger workload")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
                         help="data and initialisation seeds of the reference workload")

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from bayesalign.data import AlignmentProblem, LatentEmbedding, Views
-from bayesalign.gp import MRD, BayesianGPLVM
-from bayesalign.gp._model import cca_latent
+from bayesalign.gp import MRD, BayesianGPLVM, cca_latent
 
 F64 = torch.float64
 

@@ -5,13 +5,15 @@
   latent space, one ARD kernel per view; ``relevance_``, ``shared_dims`` / ``private_dims``,
   ``predict``, ``infer`` (q(x*) for new rows of one view), ``save`` / ``load``.
 - :mod:`.bound`: the collapsed bound and the optimal q(u); :mod:`.psi`: psi-statistics;
-  :mod:`.kernels`: kernel factory and ARD relevance.
+  :mod:`.kernels`: kernel factory and ARD relevance; :func:`cca_latent`: the "cca" initialisation.
 """
 
+from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM
 from .io import load_model
 from .kernels import ard_relevance, make_kernel
 from .mrd import MRD
 
-__all__ = ["BayesianGPLVM", "MRD", "NonFiniteBoundError", "ard_relevance", "load_model", "make_kernel"]
+__all__ = ["BayesianGPLVM", "MRD", "NonFiniteBoundError", "ard_relevance", "cca_latent", "load_model",
+           "make_kernel"]

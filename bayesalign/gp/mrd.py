@@ -39,10 +39,15 @@ class MRD(LatentGPBase):
         "rbf+bias", ...), a kernel copied for every view, or one kernel per view. The signal variance
         of a named kernel starts at the mean column variance of its view. A linear kernel has rank
         <= Q: with more inducing inputs than Q use "linear+white" (warned otherwise).
-    init : {"pca", "pca_split", "random"}, LatentEmbedding or array (N, Q)
+    init : {"pca", "pca_split", "cca", "random"}, LatentEmbedding or array (N, Q)
         Initial q(X) means. "pca": PCA of the concatenated views, each centred and scaled to unit
         total variance; "pca_split": the Q dimensions split between the views, each part the PCA of
-        its view; "random": standard normal (seeded). PCA scores are divided by one common factor
+        its view; "cca": the views' shared directions first (generalised CCA of their principal
+        subspaces, canonical correlation above 0.5), then the rest split between the views, each
+        part the PCA of its view with the shared directions removed
+        (:func:`bayesalign.gp.cca_latent`): the split MRD's relevance weights look for, so
+        the optimiser need not rotate a PCA that mixes shared and private signals; "random":
+        standard normal (seeded). PCA and CCA scores are divided by one common factor
         (the largest component gets unit variance). A LatentEmbedding (e.g. from a spectral method)
         gives the mean of its views' coordinates, centred and scaled the same way; an array is used
         as given.
