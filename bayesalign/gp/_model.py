@@ -351,7 +351,7 @@ def _pca_scores(blocks: list[np.ndarray], n_components: int) -> np.ndarray:
 
 #: Fraction of a view's variance its whitened principal subspace keeps in the "cca" initialisation.
 CCA_VARIANCE_KEPT = 0.95
-#: Canonical correlation (mean over pairs of views) above which a direction counts as shared.
+#: Canonical correlation (its generalisation to V views, see cca_latent) above which a direction is shared.
 CCA_SHARED_CORRELATION = 0.5
 
 
@@ -371,8 +371,9 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     orthonormal basis of view v's principal subspace (the fewest components holding ``kept`` of its
     variance: whitening the whole view would make chance correlations large when D_v is not small
     against N), the canonical directions are the left singular vectors :math:`g_i` of
-    :math:`[U_1, \dots, U_V]`, and :math:`(\sigma_i^2 - 1) / (V - 1)` is their mean canonical
-    correlation (for two views :math:`\sigma_i^2 = 1 + \rho_i`, Hotelling's :math:`\rho_i`). The
+    :math:`[U_1, \dots, U_V]` and their correlations :math:`(\sigma_i^2 - 1) / (V - 1)`: 1 for a
+    direction in every view's subspace, 0 for one in a single view's, and for two views Hotelling's
+    canonical correlation (:math:`\sigma_i^2 = 1 + \rho_i`). The
     directions with correlation above ``threshold`` are the shared dimensions; the rest of the Q
     dimensions are split between the views as in "pca_split", each the principal components of its
     view with the shared directions regressed out. Every dimension is a unit-variance score times
@@ -396,9 +397,20 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     -------
     X : array [N, Q]
     correlations : array
-        Mean canonical correlation of every canonical direction, largest first.
+        The correlation of every canonical direction (above), largest first.
     n_shared : int
         Leading dimensions of X that are shared.
+
+    Examples
+    --------
+    Two views that share one column (twice as large in the second):
+
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.normal(size=(200, 1))
+    >>> a, b = np.c_[t, rng.normal(size=(200, 1))], np.c_[2 * t, rng.normal(size=(200, 1))]
+    >>> X, correlations, n_shared = cca_latent([a - a.mean(0), b - b.mean(0)], 3)
+    >>> n_shared, correlations.round(2).tolist(), round(float(abs(np.corrcoef(X[:, 0], t[:, 0])[0, 1])), 6)
+    (1, [1.0, 0.06, -0.06, -1.0], 1.0)
     """
     V = len(blocks)
     names = list(names) if names is not None else [str(v) for v in range(V)]
