@@ -17,6 +17,7 @@ from bayesalign.gp.bound import (
     per_point_bound,
     stable_cholesky,
 )
+from bayesalign.gp.inference import _row_bound
 from bayesalign.gp.psi import psi_statistics
 
 F64 = torch.float64
@@ -241,15 +242,30 @@ def test_infer_on_training_rows_recovers_their_q_x(fitted):
     # over L-BFGS memories 10-50); the inferred q(x) must be as good for the model's own bound, to the
     # optimisers' tolerance (the two optima differ by round-off in the trajectory: 2e-8 relative seen)
     np.testing.assert_allclose(var, q_var, rtol=1e-2)
+    # each row's own bound (q(u) fixed: what infer maximises) is no worse, to its round-off scale
+    with torch.no_grad():
+        row_bound = _row_bound(module.kernels[0], module.inducing(0), module.posterior(0), module.noise[0],
+                               module.outputs(0))
+        rows = torch.arange(10)
+        inferred = torch.as_tensor(mean), torch.as_tensor(var)
+        trained = module.q_mean[:10], module.q_variance[:10]
+        (new, roundoff), (old, _) = row_bound(rows, *inferred), row_bound(rows, *trained)
+        def kl(m, v):  # per row
+            return 0.5 * (m.square() + v - v.log() - 1.0).sum(1)
+
+        gain = (new - kl(*inferred)) - (old - kl(*trained))
+    assert bool((gain >= -roundoff).all()), (gain, roundoff)
+    # and so is the model's collapsed bound, which is at least the sum of these (Titsias 2009); it is itself
+    # exact to ~1e-7 relative only here (Kuu's condition number ~5e6): -2e-7 relative seen
     saved = module.q_mean.detach().clone(), module.q_variance.detach().clone()
     with torch.no_grad():
         before = float(module())
-        module.q_mean[:10] = torch.as_tensor(mean)
-        module.q_variance = torch.cat([torch.as_tensor(var), saved[1][10:]])
+        module.q_mean[:10] = inferred[0]
+        module.q_variance = torch.cat([inferred[1], saved[1][10:]])
         after = float(module())
         module.q_mean.copy_(saved[0])
         module.q_variance = saved[1]
-    assert after >= before - 1e-7 * abs(before)
+    assert after >= before - 1e-6 * abs(before)
 
 
 def test_infer_finds_a_latent_point_between_training_points(fitted):

@@ -222,6 +222,49 @@ def test_mrd_from_the_cca_init_finds_the_shared_and_private_dimensions():
     assert _abs_corr(model.latent_.means["a"][:, model.shared_dims()[0]], _toy_signals()[:, 0]) > 0.95
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "rbf+bias+white", "linear+white", "matern32+linear"])
+def test_normalise_latent_keeps_the_likelihood_and_minimises_the_kl_in_closed_form(kernel):
+    views = toy_views(N=30, D=5)
+    model = MRD(latent_dim=3, num_inducing=7, kernel=kernel, max_iter=15, warmup_iters=5, progress=False,
+                seed=2).fit(views)
+    module = model.module_
+    with torch.no_grad():  # a latent space off its best scale and centre
+        module.q_mean.mul_(torch.tensor([0.5, 2.0, 1.0], dtype=F64)).add_(0.3)
+    with torch.no_grad():
+        likelihood, kl, bound = module.view_bounds().sum().item(), module.kl().item(), module().item()
+    mu, S = module.q_mean.detach().clone(), module.q_variance.detach().clone()
+    gain = module.normalise_latent()
+    with torch.no_grad():
+        np.testing.assert_allclose(module.view_bounds().sum().item(), likelihood, rtol=1e-10)
+        assert module().item() == pytest.approx(bound + gain, rel=1e-10)
+    # the closed form: shift by the mean (not where a linear term sees the dimension), second moment 1
+    shiftable = "linear" not in kernel
+    shift = mu.mean(0) if shiftable else torch.zeros(3, dtype=F64)
+    moment = ((mu - shift).square() + S).mean(0)
+    N = mu.shape[0]
+    expected = float((0.5 * N * (moment - 1 - moment.log())).sum() + 0.5 * N * shift.square().sum())
+    assert gain == pytest.approx(expected, rel=1e-9) and gain > 0
+    assert kl - module.kl().item() == pytest.approx(gain, rel=1e-9)
+    new_mu, new_S = module.q_mean.detach(), module.q_variance.detach()
+    np.testing.assert_allclose((new_mu.square() + new_S).mean(0), 1.0, rtol=1e-12)
+    if shiftable:
+        np.testing.assert_allclose(new_mu.mean(0), 0.0, atol=1e-12)
+    # a second step changes nothing
+    assert abs(module.normalise_latent()) < 1e-9
+
+
+def test_normalise_latent_leaves_other_kernels_alone():
+    import gpytorch
+
+    views = toy_views(N=20, D=4)
+    periodic = gpytorch.kernels.ScaleKernel(gpytorch.kernels.PeriodicKernel())
+    model = MRD(latent_dim=2, num_inducing=5, kernel=periodic, max_iter=0, progress=False).fit(views)
+    module = model.module_
+    before = [p.detach().clone() for p in module.parameters()]
+    assert module.normalise_latent() == 0.0
+    assert all(torch.equal(a, b.detach()) for a, b in zip(before, module.parameters()))
+
+
 # ----------------------------------------------------------------------------------------------------
 # inference of new points from one view
 # ----------------------------------------------------------------------------------------------------

@@ -36,7 +36,15 @@ from .bound import (
     views_bound_forward,
 )
 from .functions.rbf_psi2 import default_chunk_size
-from .kernels import _kernel_terms, _rbf_parts, _rbf_raw, ard_relevance, lower_bounded, make_kernel
+from .kernels import (
+    _kernel_terms,
+    _latent_symmetries,
+    _rbf_parts,
+    _rbf_raw,
+    ard_relevance,
+    lower_bounded,
+    make_kernel,
+)
 from .psi import psi_statistics
 
 _INITS = ("pca", "pca_split", "cca", "random")
@@ -259,6 +267,44 @@ class LatentGPModule(gpytorch.Module):
                 for param, (_, slope) in zip(raw.whites, whites[v]):
                     self._set_grad(param.raw, -g_white[v] * slope)
         return value.item()
+
+    @torch.no_grad()
+    def normalise_latent(self) -> float:
+        r"""Move to the point of highest bound among those with the same likelihood: returns the gain.
+
+        The likelihood terms :math:`F_v` are unchanged when latent dimension q is shifted by
+        :math:`t_q` and scaled by :math:`c_q` (means :math:`c_q (\mu_{nq} - t_q)`, variances
+        :math:`c_q^2 S_{nq}`, inducing inputs :math:`c_q (z_{mq} - t_q)`) and every kernel follows
+        (RBF / Matern lengthscales :math:`c_q l_q`, linear variances :math:`a_q / c_q^2`; shifts only
+        where no linear term looks); only :math:`\mathrm{KL}(q(X) \| N(0, I))` changes, and it is
+        smallest at :math:`t_q = \bar\mu_q`, :math:`c_q^2 = N / \sum_n ((\mu_{nq} - t_q)^2 + S_{nq})`,
+        i.e. where every dimension has mean 0 and second moment 1 under q. The gain,
+        :math:`\sum_q \tfrac N2 (m_q - 1 - \log m_q) + \tfrac N2 \sum_q t_q^2` with :math:`m_q` the
+        second moment after the shift, is in closed form. This direction (all means, variances,
+        inducing inputs and lengthscales of a dimension at once, against a pull of the KL alone) is
+        nearly flat, so L-BFGS crawls along it; the fit takes this exact step whenever it restarts
+        L-BFGS (see :class:`~bayesalign.gp.MRD`). Kernels outside these kinds: nothing is changed (0).
+        """
+        Q = self.q_mean.shape[1]
+        symmetries = [_latent_symmetries(terms, Q) for terms in self._view_terms()]
+        if any(s is None for s in symmetries):
+            return 0.0
+        shiftable = torch.stack([s[1] for s in symmetries]).all(0).to(self.q_mean.device)  # [Q]
+        mu, S = self.q_mean, self.q_variance  # [N, Q]
+        shift = torch.where(shiftable, mu.mean(0), torch.zeros_like(mu[0]))  # [Q]
+        centred = mu - shift
+        scale = (mu.shape[0] / (centred.square() + S).sum(0)).sqrt()  # [Q]
+        if not bool(torch.isfinite(scale).all() & (scale > 0).all()):
+            return 0.0
+        before = float(self.kl())
+        self.q_mean.copy_(centred * scale)
+        self.q_variance = S * scale.square()
+        self.inducing_inputs.copy_((self.inducing_inputs - shift) * scale)
+        for rescaled, _ in symmetries:
+            for leaf, cols, attribute, power in rescaled:
+                value = getattr(leaf, attribute)  # [1, d]
+                setattr(leaf, attribute, value * scale[cols.to(scale.device)].to(value).pow(power))
+        return before - float(self.kl())
 
     @staticmethod
     def _set_grad(param, grad):
@@ -613,7 +659,9 @@ class LatentGPBase(BaseEstimator):
 
     def _optimise(self, max_iter: int):
         """Warm-up with the noise fixed (GPy issue #286: otherwise the noise may absorb the signal),
-        then all parameters; ``max_iter`` bound evaluations in all."""
+        then all parameters; ``max_iter`` bound evaluations in all. Every restart of L-BFGS (after
+        the warm-up, before the preconditioned phase, a continued fit) starts with the exact step of
+        :meth:`LatentGPModule.normalise_latent`."""
         module = self.module_
         history = list(self.history_)
         seconds = list(self.history_seconds_)
@@ -634,6 +682,8 @@ class LatentGPBase(BaseEstimator):
                 continue
             if precondition and plain_converged:
                 break  # the unpreconditioned main phase converged: nothing left to do
+            if history:  # L-BFGS restarts here: first the exact step along the latent symmetries
+                module.normalise_latent()
             frozen = [p for p in module.parameters() if all(p is not q for q in phase_params)]
             for p in frozen:
                 p.requires_grad_(False)

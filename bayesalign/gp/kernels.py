@@ -341,6 +341,34 @@ def ard_relevance(kernel: Kernel, input_dim: int | None = None) -> Tensor:
 
 
 
+def _latent_symmetries(terms, input_dim: int):
+    """How a kernel's terms follow a per-dimension rescaling (and shift) of the latent space.
+
+    A kernel made of RBF / Matern terms with one lengthscale per dimension they see, linear terms
+    with one variance per dimension, bias and white terms takes the same values on ``c * x + t``
+    as on ``x`` once each RBF / Matern lengthscale l_q becomes ``c_q l_q`` and each linear variance
+    a_q becomes ``a_q / c_q^2`` (shifts ``t_q`` only on dimensions no linear term sees). Returns
+    ``(rescaled, shiftable)``: a list of ``(leaf, columns, attribute, power)`` (the attribute
+    becomes ``value * c[columns]**power``) and a bool [Q] mask, or None when some term is not of
+    these kinds (e.g. a periodic kernel, or one lengthscale shared by several dimensions).
+    """
+    rescaled, shiftable = [], torch.ones(input_dim, dtype=torch.bool)
+    for t in terms:
+        if t.kind in ("bias", "white"):
+            continue
+        stationary = t.kind == "rbf" or (t.kind == "other" and isinstance(t.leaf, MaternKernel))
+        if not (stationary or t.kind == "linear"):
+            return None
+        cols = t.columns(input_dim)
+        attribute, power = ("lengthscale", 1.0) if stationary else ("variance", -2.0)
+        if getattr(t.leaf, attribute).numel() != cols.numel():
+            return None
+        rescaled.append((t.leaf, cols, attribute, power))
+        if not stationary:
+            shiftable[cols] = False
+    return rescaled, shiftable
+
+
 # ---------------------------------------------------------------------------------------------------
 # The fast path of the usual GP-LVM kernel: one RBF term on every dimension, plus bias / white terms
 # ---------------------------------------------------------------------------------------------------
