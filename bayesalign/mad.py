@@ -542,16 +542,16 @@ class MAD:
         return self
 
     def _mrd(self, train):
-        """The MRD for the paired anchor views ``train``; with fewer anchors than PCA needs for
-        ``latent_dim`` components, the PCA initialisation is padded with small random dimensions."""
+        """The MRD for the paired anchor views ``train``, from PCA unless ``mrd_kwargs`` says otherwise;
+        with fewer anchors than PCA needs for ``latent_dim`` components, the PCA initialisation is
+        padded with small random dimensions."""
         from .gp import MRD
 
         n_train = train.n_samples[train.names[0]]
         kwargs = dict(self.mrd_kwargs)
-        if "init" not in kwargs:
-            init = _anchor_init(train, int(self.latent_dim), self.seed)
-            if init is not None:
-                kwargs["init"] = init
+        if "init" not in kwargs:  # the paper's (GPy's) PCA, not MRD's default CCA: a few anchors give
+            init = _anchor_init(train, int(self.latent_dim), self.seed)  # chance canonical correlations
+            kwargs["init"] = "pca" if init is None else init
         return MRD(latent_dim=int(self.latent_dim), num_inducing=min(int(self.num_inducing), n_train),
                    kernel=self.kernel, seed=self.seed, device=self.device, progress=self.progress, **kwargs)
 

@@ -211,8 +211,16 @@ def test_cca_init_refuses_one_view_and_too_many_private_dimensions():
     views = toy_views(N=30, D=5)
     with pytest.raises(ValueError, match="needs at least two views"):
         BayesianGPLVM(latent_dim=2, init="cca", progress=False).fit(views["a"])
-    with pytest.raises(ValueError, match=r"view 'b' 4 private dimensions, more than its PCA allows \(2\)"):
-        MRD(latent_dim=9, init="cca", progress=False).fit({"a": views["a"], "b": views["b"][:, :2]})
+    rng = np.random.default_rng(0)
+    t = rng.normal(size=(30, 1))  # exactly shared; then a has 4 private directions and b 1
+    narrow = {"a": np.hstack([t, rng.normal(size=(30, 4))]), "b": np.hstack([2 * t, rng.normal(size=(30, 1))])}
+    with pytest.raises(ValueError, match=r"latent_dim=9 is larger than init='cca' allows here: 1 shared and "
+                                         r"\{'a': 4, 'b': 1\} private"):
+        MRD(latent_dim=9, init="cca", progress=False).fit(narrow)
+    # a view with fewer private components than its share passes the rest on (b: 1 of its 2)
+    X, _, n_shared = cca_latent([v - v.mean(0) for v in narrow.values()], 6)
+    assert n_shared == 1 and X.shape == (30, 6) and np.linalg.matrix_rank(X) == 6
+    assert _abs_corr(X[:, 0], t[:, 0]) > 1 - 1e-12
 
 
 def test_mrd_from_the_cca_init_finds_the_shared_and_private_dimensions():
@@ -222,6 +230,7 @@ def test_mrd_from_the_cca_init_finds_the_shared_and_private_dimensions():
     assert _abs_corr(model.latent_.means["a"][:, model.shared_dims()[0]], _toy_signals()[:, 0]) > 0.95
 
 
+@pytest.mark.filterwarnings("ignore:MaternKernel has no closed-form psi-statistics")
 @pytest.mark.parametrize("kernel", ["rbf", "rbf+bias+white", "linear+white", "matern32+linear"])
 def test_normalise_latent_keeps_the_likelihood_and_minimises_the_kl_in_closed_form(kernel):
     views = toy_views(N=30, D=5)
@@ -253,6 +262,7 @@ def test_normalise_latent_keeps_the_likelihood_and_minimises_the_kl_in_closed_fo
     assert abs(module.normalise_latent()) < 1e-9
 
 
+@pytest.mark.filterwarnings("ignore:PeriodicKernel has no closed-form psi-statistics")
 def test_normalise_latent_leaves_other_kernels_alone():
     import gpytorch
 

@@ -421,8 +421,9 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     direction in every view's subspace, 0 for one in a single view's, and for two views Hotelling's
     canonical correlation (:math:`\sigma_i^2 = 1 + \rho_i`). The
     directions with correlation above ``threshold`` are the shared dimensions; the rest of the Q
-    dimensions are split between the views as in "pca_split", each the principal components of its
-    view with the shared directions regressed out. Every dimension is a unit-variance score times
+    dimensions are split between the views as in "pca_split" (a view with fewer components passes
+    the rest to the others), each the principal components of its view with the shared directions
+    regressed out. Every dimension is a unit-variance score times
     the square root of the fraction of the views' variance it explains (the mean over the views for
     a shared one), so weak directions start small, as PCA scores do.
 
@@ -471,17 +472,20 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     totals = [max(float(np.square(b).sum()), 1e-300) for b in blocks]
     explained = np.mean([np.square(b.T @ shared).sum(0) / t for b, t in zip(blocks, totals)], axis=0)  # [s]
     columns = [shared * np.sqrt(N * explained)]
-    for name, block, total, dims in zip(names, blocks, totals,
-                                        np.array_split(np.arange(latent_dim - n_shared), V)):
-        if not dims.size:
-            continue
-        residual = block - shared @ (shared.T @ block)  # [N, D_v]
-        limit = min(N - 1, block.shape[1])
-        if dims.size > limit:
-            raise ValueError(f"latent_dim={latent_dim} with {n_shared} shared dimensions gives view {name!r} "
-                             f"{dims.size} private dimensions, more than its PCA allows ({limit})")
-        U, s, _ = np.linalg.svd(residual, full_matrices=False)
-        columns.append(U[:, :dims.size] * (s[:dims.size] * math.sqrt(N / total)))
+    # each view's private principal components; a view with fewer than its share passes the rest on
+    residuals = [np.linalg.svd(b - shared @ (shared.T @ b), full_matrices=False)[:2] for b in blocks]
+    ranks = [int(min(N - 1, np.sum(s > s[0] * max(N, s.size) * np.finfo(float).eps))) if s.size and s[0] > 0 else 0
+             for _, s in residuals]
+    sizes = np.minimum([d.size for d in np.array_split(np.arange(latent_dim - n_shared), V)], ranks)
+    for v in range(V):  # round-robin over the views with components to spare
+        extra = min(latent_dim - n_shared - int(sizes.sum()), ranks[v] - int(sizes[v]))
+        sizes[v] += max(extra, 0)
+    if sizes.sum() < latent_dim - n_shared:
+        raise ValueError(f"latent_dim={latent_dim} is larger than init='cca' allows here: {n_shared} shared and "
+                         f"{dict(zip(names, ranks))} private dimensions per view; use a smaller latent_dim, "
+                         "'random' or an array")
+    for (U, s), total, size in zip(residuals, totals, sizes):
+        columns.append(U[:, :size] * (s[:size] * math.sqrt(N / total)))
     X = np.hstack(columns)
     # deterministic signs (SVD signs depend on the LAPACK build): each column's largest entry positive
     X *= np.where(X[np.abs(X).argmax(0), np.arange(X.shape[1])] < 0, -1.0, 1.0)
