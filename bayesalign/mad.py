@@ -22,10 +22,10 @@ Mahadevan (2011, section 5.3.4).
 What was measured (``experiments/mad_paper.py``; see its results for every seed):
 
 * The paper's Table 1 (Hungarian on D**, Kendall-tau distance in the sequence order, mean ± sd
-  over 5 seeds; paper in brackets): toy linear fully shared 0.0033 ± 0.0018 (0.001); linear
-  shared/private 0.0036 ± 0.0015 (0.003); nonlinear 0.066 ± 0.083 (2e-6; median 0.044, one seed
-  of five finds one shared dimension instead of two and gives 0.21); motion capture
-  0.253 ± 0.123 (0.21); digits (scikit-learn's 8x8 zeros, not USPS 16x16) 0.459 ± 0.069 (0.28).
+  over 5 seeds; paper in brackets): toy linear fully shared 0.0035 ± 0.0017 (0.001); linear
+  shared/private 0.0083 ± 0.0105 (0.003; one seed of five 0.027, the others 0.002-0.005);
+  nonlinear 0.034 ± 0.024 (2e-6; one seed keeps three shared dimensions, 0.055); motion capture
+  0.257 ± 0.142 (0.21); digits (scikit-learn's 8x8 zeros, not USPS 16x16) 0.456 ± 0.065 (0.28).
 
 * The likelihood cost is robust where D** is not: on the "linear_shared_private" toy
   (N = 100, N_init = 12, seed 0) with a shared-dimension threshold of 0.01 a private dimension
