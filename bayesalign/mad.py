@@ -549,8 +549,8 @@ class MAD:
 
         n_train = train.n_samples[train.names[0]]
         kwargs = dict(self.mrd_kwargs)
-        if "init" not in kwargs:  # the paper's (GPy's) PCA, not MRD's default CCA: a few anchors give
-            init = _anchor_init(train, int(self.latent_dim), self.seed)  # chance canonical correlations
+        if "init" not in kwargs:  # the paper's (GPy's) PCA; with a few anchors, "cca" would find chance
+            init = _anchor_init(train, int(self.latent_dim), self.seed)  # canonical correlations
             kwargs["init"] = "pca" if init is None else init
         return MRD(latent_dim=int(self.latent_dim), num_inducing=min(int(self.num_inducing), n_train),
                    kernel=self.kernel, seed=self.seed, device=self.device, progress=self.progress, **kwargs)

@@ -173,18 +173,36 @@ def _abs_corr(x, y):
 def test_cca_init_puts_the_shared_signal_first_then_each_view_s_private_signal():
     views = {k: v - v.mean(0) for k, v in toy_views(N=200, D=12, seed=3).items()}
     signals = _toy_signals(N=200, seed=3)
-    X, correlations, n_shared = cca_latent(list(views.values()), 5, list(views))
-    assert n_shared == 1 and correlations[0] > 0.99 and correlations[1] < 0.5
-    # dimensions: 0 shared, (1, 2) private to a, (3, 4) private to b
+    X, correlations, owners = cca_latent(list(views.values()), 5, list(views))
+    assert correlations[0] > 0.99 and correlations[1] < 0.5
+    # shared first, then a's private dimensions, then b's (largest first in each)
+    a, b = owners.index("a"), owners.index("b")
+    assert owners == [None] + ["a"] * (b - a) + ["b"] * (5 - b)
     assert _abs_corr(X[:, 0], signals[:, 0]) > 0.99
-    assert _abs_corr(X[:, 1], signals[:, 1]) > 0.99
-    assert _abs_corr(X[:, 3], signals[:, 2]) > 0.99
+    assert _abs_corr(X[:, a], signals[:, 1]) > 0.99
+    assert _abs_corr(X[:, b], signals[:, 2]) > 0.99
     # the private dimensions carry nothing of the shared signal; the noise dimensions start small
-    assert _abs_corr(X[:, 1], signals[:, 0]) < 0.05 and _abs_corr(X[:, 3], signals[:, 0]) < 0.05
-    assert X[:, [2, 4]].std(0).max() < 0.1 * X[:, [0, 1, 3]].std(0).min()
+    assert _abs_corr(X[:, a], signals[:, 0]) < 0.05 and _abs_corr(X[:, b], signals[:, 0]) < 0.05
+    noise = [q for q in range(5) if q not in (0, a, b)]
+    assert X[:, noise].std(0).max() < 0.1 * X[:, [0, a, b]].std(0).min()
     # MRD with it: the same start as the array itself (scaled to unit largest variance)
     model = MRD(latent_dim=5, num_inducing=6, max_iter=0, init="cca", progress=False).fit(views)
     np.testing.assert_allclose(model.latent_.means["a"] * X.std(0).max(), X, atol=1e-10)
+
+
+def test_cca_init_is_pca_constrained_to_shared_or_private_axes():
+    """Where everything is shared, the kept dimensions are the views' largest principal components
+    (within the shared subspace), not the most correlated directions."""
+    rng = np.random.default_rng(4)
+    latent = rng.normal(size=(300, 4)) * [3.0, 2.0, 0.3, 0.2]  # all shared, two strong, two weak
+    a, b = latent @ rng.normal(size=(4, 6)), latent @ rng.normal(size=(4, 5))  # no noise: span = everything
+    a, b = a - a.mean(0), b - b.mean(0)
+    X, correlations, owners = cca_latent([a, b], 2, kept=1.0)
+    assert owners == [None, None] and np.sum(correlations > 0.99) == 4
+    # X spans the top two principal components of the views (each scaled to unit total variance)
+    U = np.linalg.svd(np.hstack([a / np.linalg.norm(a), b / np.linalg.norm(b)]), full_matrices=False)[0][:, :2]
+    residual = U - X @ np.linalg.lstsq(X, U, rcond=None)[0]
+    assert np.abs(residual).max() < 1e-8
 
 
 def test_cca_correlations_are_hotellings_canonical_correlations():
@@ -197,14 +215,13 @@ def test_cca_correlations_are_hotellings_canonical_correlations():
     a, b = a - a.mean(0), b - b.mean(0)
     La, Lb = np.linalg.cholesky(a.T @ a), np.linalg.cholesky(b.T @ b)
     expected = np.linalg.svd(np.linalg.solve(La, a.T @ b) @ np.linalg.inv(Lb).T, compute_uv=False)  # [3]
-    _, correlations, n_shared = cca_latent([a, b], 4, kept=1.0)
+    _, correlations, _ = cca_latent([a, b], 4, kept=1.0)
     np.testing.assert_allclose(correlations[:3], expected, rtol=1e-10)
-    assert n_shared == int(np.sum(expected > 0.5))
-    # three views sharing one signal: it is the first dimension, with mean correlation near 1
+    # three views sharing one signal: it is the first dimension, with correlation near 1
     t = rng.normal(size=500)
     views = [np.outer(t, rng.normal(size=4)) + 0.05 * rng.normal(size=(500, 4)) for _ in range(3)]
-    X, correlations, n_shared = cca_latent([v - v.mean(0) for v in views], 3)
-    assert n_shared == 1 and correlations[0] > 0.99 and _abs_corr(X[:, 0], t) > 0.999
+    X, correlations, owners = cca_latent([v - v.mean(0) for v in views], 3)
+    assert owners[0] is None and correlations[0] > 0.99 and _abs_corr(X[:, 0], t) > 0.999
 
 
 def test_cca_init_refuses_one_view_and_too_many_private_dimensions():
@@ -217,9 +234,9 @@ def test_cca_init_refuses_one_view_and_too_many_private_dimensions():
     with pytest.raises(ValueError, match=r"latent_dim=9 is larger than init='cca' allows here: 1 shared and "
                                          r"\{'a': 4, 'b': 1\} private"):
         MRD(latent_dim=9, init="cca", progress=False).fit(narrow)
-    # a view with fewer private components than its share passes the rest on (b: 1 of its 2)
-    X, _, n_shared = cca_latent([v - v.mean(0) for v in narrow.values()], 6)
-    assert n_shared == 1 and X.shape == (30, 6) and np.linalg.matrix_rank(X) == 6
+    # a view with fewer private components than an even split gives the rest to the others
+    X, _, owners = cca_latent([v - v.mean(0) for v in narrow.values()], 6, list(narrow))
+    assert owners == [None, "a", "a", "a", "a", "b"] and np.linalg.matrix_rank(X) == 6
     assert _abs_corr(X[:, 0], t[:, 0]) > 1 - 1e-12
 
 

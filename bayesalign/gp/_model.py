@@ -419,13 +419,15 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     against N), the canonical directions are the left singular vectors :math:`g_i` of
     :math:`[U_1, \dots, U_V]` and their correlations :math:`(\sigma_i^2 - 1) / (V - 1)`: 1 for a
     direction in every view's subspace, 0 for one in a single view's, and for two views Hotelling's
-    canonical correlation (:math:`\sigma_i^2 = 1 + \rho_i`). The
-    directions with correlation above ``threshold`` are the shared dimensions; the rest of the Q
-    dimensions are split between the views as in "pca_split" (a view with fewer components passes
-    the rest to the others), each the principal components of its view with the shared directions
-    regressed out. Every dimension is a unit-variance score times
-    the square root of the fraction of the views' variance it explains (the mean over the views for
-    a shared one), so weak directions start small, as PCA scores do.
+    canonical correlation (:math:`\sigma_i^2 = 1 + \rho_i`). The directions with correlation above
+    ``threshold`` span the shared subspace. The candidate dimensions are the principal components
+    of the views within it (shared) and of each view outside it (private to that view); the Q that
+    explain the most of the views' variance (a shared one: the mean fraction over the views; a
+    private one: its fraction of its view / V) are kept, shared ones first, then each view's, in
+    view order. This is PCA of the concatenated views (each scaled to unit total variance)
+    constrained to axes that are either shared or private. Every dimension is a unit-variance
+    score times the square root of the fraction it explains (of its own view for a private one), so
+    weak directions start small, as PCA scores do.
 
     The point is the start of MRD's optimisation: the ARD kernels must split the latent space into
     shared and private parts, and a PCA of the concatenated views mixes them, which L-BFGS then has
@@ -436,7 +438,7 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     blocks : list of arrays [N, D_v]
         Centred views (scaled to equal total variance by the caller, or not).
     latent_dim : int
-    names : view names for error messages.
+    names : view names (for ``owners`` and error messages; default "0", "1", ...).
     kept, threshold : float
         See above.
 
@@ -445,8 +447,8 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     X : array [N, Q]
     correlations : array
         The correlation of every canonical direction (above), largest first.
-    n_shared : int
-        Leading dimensions of X that are shared.
+    owners : list
+        For each dimension, None if it is shared, else the name of the view it is private to.
 
     Examples
     --------
@@ -455,9 +457,9 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     >>> rng = np.random.default_rng(0)
     >>> t = rng.normal(size=(200, 1))
     >>> a, b = np.c_[t, rng.normal(size=(200, 1))], np.c_[2 * t, rng.normal(size=(200, 1))]
-    >>> X, correlations, n_shared = cca_latent([a - a.mean(0), b - b.mean(0)], 3)
-    >>> n_shared, correlations.round(2).tolist(), round(float(abs(np.corrcoef(X[:, 0], t[:, 0])[0, 1])), 6)
-    (1, [1.0, 0.06, -0.06, -1.0], 1.0)
+    >>> X, correlations, owners = cca_latent([a - a.mean(0), b - b.mean(0)], 3, names=["a", "b"])
+    >>> owners, correlations.round(2).tolist(), round(float(abs(np.corrcoef(X[:, 0], t[:, 0])[0, 1])), 6)
+    ([None, 'a', 'b'], [1.0, 0.06, -0.06, -1.0], 1.0)
     """
     V = len(blocks)
     names = list(names) if names is not None else [str(v) for v in range(V)]
@@ -467,29 +469,42 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     bases = [_principal_basis(b, kept) for b in blocks]
     G, sigma, _ = np.linalg.svd(np.hstack(bases), full_matrices=False)  # [N, sum k_v]
     correlations = (np.square(sigma) - 1.0) / (V - 1)
-    n_shared = int(min(np.sum(correlations > threshold), latent_dim))
-    shared = G[:, :n_shared]  # [N, s], orthonormal
-    totals = [max(float(np.square(b).sum()), 1e-300) for b in blocks]
-    explained = np.mean([np.square(b.T @ shared).sum(0) / t for b, t in zip(blocks, totals)], axis=0)  # [s]
-    columns = [shared * np.sqrt(N * explained)]
-    # each view's private principal components; a view with fewer than its share passes the rest on
-    residuals = [np.linalg.svd(b - shared @ (shared.T @ b), full_matrices=False)[:2] for b in blocks]
-    ranks = [int(min(N - 1, np.sum(s > s[0] * max(N, s.size) * np.finfo(float).eps))) if s.size and s[0] > 0 else 0
-             for _, s in residuals]
-    sizes = np.minimum([d.size for d in np.array_split(np.arange(latent_dim - n_shared), V)], ranks)
-    for v in range(V):  # round-robin over the views with components to spare
-        extra = min(latent_dim - n_shared - int(sizes.sum()), ranks[v] - int(sizes[v]))
-        sizes[v] += max(extra, 0)
-    if sizes.sum() < latent_dim - n_shared:
-        raise ValueError(f"latent_dim={latent_dim} is larger than init='cca' allows here: {n_shared} shared and "
-                         f"{dict(zip(names, ranks))} private dimensions per view; use a smaller latent_dim, "
-                         "'random' or an array")
-    for (U, s), total, size in zip(residuals, totals, sizes):
-        columns.append(U[:, :size] * (s[:size] * math.sqrt(N / total)))
+    span = G[:, :int(np.sum(correlations > threshold))]  # [N, r] the shared subspace, orthonormal
+    totals = np.array([max(float(np.square(b).sum()), 1e-300) for b in blocks])  # [V]
+
+    def components(matrix):
+        """Left singular vectors [N, k] and singular values [k] of the numerical rank of ``matrix``."""
+        U, s, _ = np.linalg.svd(matrix, full_matrices=False)
+        keep = s > (s[0] if s.size else 0.0) * max(matrix.shape) * np.finfo(float).eps
+        keep[min(N - 1, s.size):] = False
+        return U[:, keep], s[keep]
+
+    # candidates: the principal components of the views within the shared subspace, and of each
+    # view outside it; each scores the fraction of the views' variance it explains (mean over views)
+    shared, _ = components(span @ (span.T @ np.hstack([b / math.sqrt(t) for b, t in zip(blocks, totals)])))
+    shared_fraction = np.mean([np.square(b.T @ shared).sum(0) / t for b, t in zip(blocks, totals)], axis=0)
+    private = [components(b - span @ (span.T @ b)) for b in blocks]
+    private_fraction = [np.square(s) / t for (_, s), t in zip(private, totals)]  # of its own view
+    scores = np.concatenate([shared_fraction] + [f / V for f in private_fraction])
+    if scores.size < latent_dim:
+        raise ValueError(f"latent_dim={latent_dim} is larger than init='cca' allows here: {shared.shape[1]} shared "
+                         f"and {dict(zip(names, (U.shape[1] for U, _ in private)))} private dimensions per view; "
+                         "use a smaller latent_dim, 'random' or an array")
+    chosen = np.zeros(scores.size, dtype=bool)
+    chosen[np.argsort(-scores, kind="stable")[:latent_dim]] = True
+    n_shared = int(chosen[:shared.shape[1]].sum())
+    columns = [shared[:, :n_shared] * np.sqrt(N * shared_fraction[:n_shared])]
+    owners = [None] * n_shared
+    offset = shared.shape[1]
+    for name, (U, _), fraction in zip(names, private, private_fraction):
+        k = int(chosen[offset:offset + fraction.size].sum())  # the largest ones of this view
+        columns.append(U[:, :k] * np.sqrt(N * fraction[:k]))
+        owners += [name] * k
+        offset += fraction.size
     X = np.hstack(columns)
     # deterministic signs (SVD signs depend on the LAPACK build): each column's largest entry positive
     X *= np.where(X[np.abs(X).argmax(0), np.arange(X.shape[1])] < 0, -1.0, 1.0)
-    return X, correlations, n_shared
+    return X, correlations, owners
 
 
 def init_latent(init, names: list[str], centred: list[np.ndarray], latent_dim: int, seed) -> np.ndarray:

@@ -50,12 +50,12 @@ class MRD(LatentGPBase):
         standard normal (seeded). PCA and CCA scores are divided by one common factor (the
         largest component gets unit variance). A LatentEmbedding (e.g. from a spectral method)
         gives the mean of its views' coordinates, centred and scaled the same way; an array is used
-        as given. Default "cca": on the larger workload of ``benchmarks/bench_mrd.py`` (N=2000,
-        D=100, Q=10, M=100, data seeds 0-2) every fit finds the shared / private split and
-        converges in 358-505 evaluations (64-101 s on 2 cores), where "pca" converges in 484-913
-        and keeps both private signals in both views on seed 1; on the reference workload GPy's
-        bound is reached 6.7-8.6x sooner (median 8.0x; "pca" 5.6-10.4x, median 6.9x).
-        :class:`~bayesalign.MAD` starts from "pca" (the paper's).
+        as given. "cca" is the better start when the views have a few strong shared and private
+        signals (``benchmarks/bench_mrd.py``, below), not always on real data (``--real``):
+        ``python benchmarks/bench_mrd.py --skip-reference --large --large-evals 1000
+        --threads-large 2 --init cca --seed S`` (N=2000, D=100, Q=10, M=100) converges with the
+        shared / private split for data seeds 0-2, where "pca" converges in
+        484-913 evaluations (90-179 s) and keeps both private signals in both views on seed 1.
     init_variance : float
         Initial q(X) variance of every point and dimension.
     snr : float
@@ -164,7 +164,7 @@ class MRD(LatentGPBase):
 
     _method = "MRD"
 
-    def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", init="cca",
+    def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", init="pca",
                  init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 100,
                  optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
