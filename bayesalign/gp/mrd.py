@@ -87,16 +87,23 @@ class MRD(LatentGPBase):
         on ``mu / sqrt(S)`` instead of the latent means ``mu`` (S at the restart): the bound's
         curvature in a mean is about ``1 / S``, and this diagonal preconditioner equalises stiff
         and flat directions. None: never. On the reference workload of ``benchmarks/bench_mrd.py``
-        (5 seeds) GPy's 1000-evaluation bound is reached in 347-387 evaluations with the default
-        200 (471-661 with None) at higher final bounds (mean 1820 vs 1807). Not from the start of
-        the main phase (0): that halves the evaluations there (226-297), but where views have many
-        more columns than rows (UCI fac / pix: 216 and 240 columns, 30-120 rows) the bounds then
-        end lower and MAD's accuracy at 25% anchors fell from 0.43-0.56 to 0.00-0.04; after 200
-        evaluations the fac / pix bounds equal the unpreconditioned ones (120 rows, 1000
-        evaluations, 2 seeds). On the larger workload (N=2000, D=100, Q=10, M=100, data seeds
-        0-2) the restart converges sooner (seeds 0, 2: 524 and 336 evaluations) but to bounds
-        900-2,300 lower than None reaches in 950-1000+ (seed 1 ends with both private signals in
-        both views): for large N, when the best optimum matters more than time, use None.
+        (5 seeds, measured before the restart's symmetry step) GPy's 1000-evaluation bound is
+        reached in 347-387 evaluations with the default 200 (471-661 with None) at higher final
+        bounds (mean 1820 vs 1807). Not from the start of the main phase (0): that halves the
+        evaluations there (226-297), but where views have many more columns than rows (UCI fac /
+        pix: 216 and 240 columns, 30-120 rows) the bounds then end lower and MAD's accuracy at 25%
+        anchors fell from 0.43-0.56 to 0.00-0.04; after 200 evaluations the fac / pix bounds equal
+        the unpreconditioned ones (120 rows, 1000 evaluations, 2 seeds). On the larger workload
+        (N=2000, D=100, Q=10, M=100, data seeds 0-2; ``python benchmarks/bench_mrd.py
+        --skip-reference --large --large-evals 1000
+        --threads-large 2 --seed S``, with ``--precondition-after -1`` for None) the default
+        converges after 484, 913 and 485 evaluations to bounds 316,086, 315,913 and 316,799; None
+        after 1000 (not converged), 951 and 689 to 316,542, 317,283 and 316,944, with the right
+        shared / private split on seed 1, where the default keeps both private signals in both
+        views: for large N, when the best optimum matters more than time, use None; init="cca"
+        (above) gets the right split on every seed in 395-423 evaluations, to bounds 315,717,
+        318,155 and 316,218. (These numbers include the step of
+        :meth:`~bayesalign.gp._model.LatentGPModule.normalise_latent` at each restart.)
     learning_rate : float
         Adam's step size.
     inducing : {"shared", "per_view"}
