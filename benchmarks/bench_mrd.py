@@ -2,13 +2,12 @@
 
 Reference workload (issue 4): 2 views, N=100, D=20 each, Q=5, M=20, RBF-ARD kernels. Both
 libraries get the same centred data, the same noise initialisation (mean column variance / 100 per
-view) and 1000 L-BFGS-B evaluations in all; each uses its own default initialisation of q(X) (GPy:
-PCA of the concatenated views; bayesalign: the views' canonical directions, ``--init`` below) and
-inducing inputs. GPy holds the noise fixed for the first 300
+view) and 1000 L-BFGS-B evaluations in all; each uses its own default initialisation of q(X) (PCA
+of the concatenated views) and inducing inputs. GPy holds the noise fixed for the first 300
 evaluations (the schedule of its MRD examples); bayesalign uses its defaults (a 100-evaluation
 warm-up, 30 L-BFGS-B correction pairs; ``--our-warmup 300`` gives it GPy's schedule,
 ``--precondition-after N`` when L-BFGS-B switches to preconditioned latent means, -1 never;
-``--init pca`` starts q(X) at GPy's PCA). The script
+``--init cca`` starts q(X) at the views' shared and private directions). The script
 prints each library's final bound and seconds, our time to reach GPy's final bound, and the time of
 one bound+gradient evaluation of each. One short untimed fit of each library comes first, so that
 one-time costs (lazy imports) are not counted as fitting time.

@@ -255,8 +255,8 @@ def test_infer_on_training_rows_recovers_their_q_x(fitted):
 
         gain = (new - kl(*inferred)) - (old - kl(*trained))
     assert bool((gain >= -roundoff).all()), (gain, roundoff)
-    # and so is the model's collapsed bound, which is at least the sum of these (Titsias 2009); it is itself
-    # exact to ~1e-7 relative only here (Kuu's condition number ~5e6): -2e-7 relative seen
+    # and so is the model's collapsed bound, which is at least the bound with q(u) held fixed (Titsias 2009); it
+    # is itself exact to ~1e-7 relative only here (Kuu's condition number ~5e6): -2e-7 relative seen
     saved = module.q_mean.detach().clone(), module.q_variance.detach().clone()
     with torch.no_grad():
         before = float(module())
