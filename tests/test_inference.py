@@ -197,18 +197,35 @@ def test_infer_matches_the_joint_lbfgs_optimum(sampled):
 
 
 def test_infer_rows_do_not_depend_on_the_batch(sampled):
+    """A row's q(x*) does not depend on which other rows are inferred with it, nor on their order.
+
+    Not bit for bit: BLAS sums in an order that depends on the CPU and on the batch's shape, so the
+    paths of one row in two batches differ by round-off and the rows stop at slightly different
+    points. What the optimiser guarantees is its stopping rule: a row stops when a step gains at most
+    ``tol * |F_n|`` (tol = 1e-10 here) or the round-off of ``F_n``; so each row's bound must agree
+    between batches to a few times that. The point itself is fixed only to about
+    sqrt(tol * |F_n| / curvature): along log S, the flattest direction (a 1e-5 relative change moves
+    F_n by 2.5e-11), that is ~5e-4 relative, hence rtol 2e-3 on the variances and 2e-3 of the
+    means' scale on the means."""
     model, Y = sampled
-    module = model.module_
-    together = infer_latent(module, 1, Y)
+    module, view, tol = model.module_, 1, 1e-10
+    together = infer_latent(module, view, Y, tol=tol)
+    F_together = row_bounds(module, view, Y, *together)
+    # the stopping rule's slack (two stops) plus a generous round-off of |F_n| in float64
+    slack = 2 * tol * np.maximum(np.abs(F_together), 1.0) + 1e-12 * np.abs(F_together).max()
+
+    def assert_same_rows(rows, other):
+        np.testing.assert_allclose(row_bounds(module, view, Y[rows], *other), F_together[rows], rtol=0,
+                                   atol=slack[rows].max())
+        mean, var = together[0][rows].numpy(), together[1][rows].numpy()
+        np.testing.assert_allclose(other[0].numpy(), mean, rtol=0, atol=2e-3 * np.abs(mean).max())
+        np.testing.assert_allclose(other[1].numpy(), var, rtol=2e-3)
+
     for rows in (slice(3, 5), slice(11, 12)):
-        alone = infer_latent(module, 1, Y[rows])
-        for a, b in zip(together, alone):
-            np.testing.assert_allclose(a[rows].numpy(), b.numpy(), rtol=1e-6, atol=1e-9)
+        assert_same_rows(rows, infer_latent(module, view, Y[rows], tol=tol))
     # and not on their order
     order = torch.randperm(Y.shape[0], generator=torch.Generator().manual_seed(0))
-    shuffled = infer_latent(module, 1, Y[order])
-    for a, b in zip(together, shuffled):
-        np.testing.assert_allclose(a[order].numpy(), b.numpy(), rtol=1e-6, atol=1e-9)
+    assert_same_rows(order.numpy(), infer_latent(module, view, Y[order], tol=tol))
 
 
 def test_infer_of_a_non_finite_row_is_an_error_naming_it(sampled):
@@ -257,8 +274,10 @@ def test_fused_row_bound_equals_the_per_point_statistics(sampled, name):
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-9, atol=1e-11)
     # rows 0 and 3 are the same row at the same point
     with torch.no_grad():
-        twice, _ = fused(rows[[0, 0]], mu[[0, 0]], S[[0, 0]])
-    assert values[0][0] == twice[0] == twice[1]
+        twice, twice_roundoff = fused(rows[[0, 0]], mu[[0, 0]], S[[0, 0]])
+    # the same value to its own round-off estimate (not bit for bit: a batch of 2 and one of 4 may be
+    # summed in different orders by BLAS, depending on the CPU)
+    np.testing.assert_allclose(twice.numpy(), values[0][0], rtol=0, atol=float(twice_roundoff.max()))
 
 
 def test_the_per_point_path_finds_the_same_rows(sampled, monkeypatch):
