@@ -4,7 +4,7 @@ The pipeline (orchestration only; the model is :class:`bayesalign.gp.MRD`, the s
 :mod:`bayesalign.matching`):
 
 1. train MRD on the anchor rows only (the paper's eq. 2-3; for more than two views on the
-   anchor groups present in every view, :func:`anchor_groups`);
+   anchor groups present in every view, :meth:`~bayesalign.data.AlignmentProblem.anchor_groups`);
 2. infer q_v(x) = N(mu, diag S) of the unaligned rows of each view v with view v's model only
    (eq. 4, ``MRD.infer``);
 3. compare the two sets of posteriors in the latent dimensions that the ARD relevance weights
@@ -200,63 +200,10 @@ def mutual_nearest(cost) -> np.ndarray:
 # Problem checks
 # ----------------------------------------------------------------------------------------
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
-    """Rows that are one thing seen in every view: int array (G, V), column k for view k.
-
-    Anchors are joined across pairs of views (a-b and b-c make one group a-b-c); a
-    group must hold exactly one row of every view to train MRD on it (groups that
-    miss a view are not used for training). Raises ``ValueError`` for anchors out of
-    range, duplicated pairs and contradicting anchors (a row anchored to two
-    different rows of one view, directly or through a chain of anchors).
-    """
-    views = problem.views
-    names = list(views.names)
-    offset = np.cumsum([0] + [views.n_samples[v] for v in names])  # node id = offset[view] + row
-    parent = np.arange(offset[-1])
-
-    def find(x):
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    for corr in problem.anchors.values():
-        a, b = corr.views
-        for name in (a, b):
-            if name not in views:
-                raise ValueError(f"anchors name view {name!r}, which does not exist; views are {names}")
-        corr.check_bounds(views.n_samples[a], views.n_samples[b])
-        pairs = corr.pairs
-        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
-        if (counts > 1).any():
-            i, j = uniq[np.argmax(counts > 1)]
-            raise ValueError(f"duplicate anchor ({i}, {j}) between views {a!r} and {b!r}")
-        for side, (this, other) in ((0, (a, b)), (1, (b, a))):
-            rows, counts = np.unique(pairs[:, side], return_counts=True)
-            if (counts > 1).any():
-                r = rows[np.argmax(counts > 1)]
-                partners = pairs[pairs[:, side] == r, 1 - side].tolist()
-                raise ValueError(f"contradicting anchors: row {r} of view {this!r} is anchored to rows "
-                                 f"{partners} of view {other!r}")
-        ka, kb = names.index(a), names.index(b)
-        for i, j in pairs:
-            ri, rj = find(offset[ka] + i), find(offset[kb] + j)
-            if ri != rj:
-                parent[max(ri, rj)] = min(ri, rj)
-    roots = np.array([find(x) for x in range(offset[-1])])
-    groups: dict[int, dict[int, int]] = {}
-    for k, name in enumerate(names):
-        for row in range(views.n_samples[name]):
-            root = roots[offset[k] + row]
-            members = groups.setdefault(int(root), {})
-            if k in members:
-                raise ValueError(f"contradicting anchors: rows {members[k]} and {row} of view {name!r} are "
-                                 "anchored to the same point through other views")
-            members[k] = row
-    full = [tuple(m[k] for k in range(len(names))) for m in groups.values() if len(m) == len(names)]
-    full.sort()
-    return np.array(full, dtype=np.int64).reshape(-1, len(names))
+    """Deprecated: use :meth:`bayesalign.data.AlignmentProblem.anchor_groups` (the problem owns its anchors)."""
+    warnings.warn("bayesalign.mad.anchor_groups is deprecated; use problem.anchor_groups()", DeprecationWarning,
+                  stacklevel=2)
+    return problem.anchor_groups()
 
 
 def _truth_pairs(problem: AlignmentProblem, a: str, b: str) -> set[tuple[int, int]] | None:
@@ -469,10 +416,10 @@ class MAD:
 
     @staticmethod
     def _check_problem(problem) -> np.ndarray:
-        """Anchor groups (G, V) of a valid problem; raises on bad anchors (see :func:`anchor_groups`)."""
+        """Anchor groups (G, V) of a valid problem; raises on bad anchors (``problem.anchor_groups``)."""
         if not isinstance(problem, AlignmentProblem):
             raise TypeError(f"MAD.fit expects an AlignmentProblem, got {type(problem).__name__}")
-        groups = anchor_groups(problem)
+        groups = problem.anchor_groups()
         if problem.anchors and 0 < len(groups) < MIN_ANCHORS or (problem.anchors and len(groups) == 0):
             raise ValueError(f"MAD needs at least {MIN_ANCHORS} anchors present in every view to fit MRD, got "
                              f"{len(groups)}; with no anchors at all it bootstraps them without supervision")

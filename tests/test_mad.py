@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 
 from bayesalign.data import AlignmentProblem, Correspondence
-from bayesalign.mad import anchor_groups, likelihood_cost, mean_distance_cost, mutual_nearest, pair_costs
+from bayesalign.mad import likelihood_cost, mean_distance_cost, mutual_nearest, pair_costs
 
 
 # ----------------------------------------------------------------------------------------
@@ -80,14 +80,24 @@ def test_anchor_groups_join_chains_and_catch_contradictions():
     views = _three_views()
     problem = AlignmentProblem(views, anchors=[Correspondence.from_pairs([(0, 1), (2, 3)], ("a", "b")),
                                                Correspondence.from_pairs([(1, 5), (3, 4), (7, 7)], ("b", "c"))])
-    assert anchor_groups(problem).tolist() == [[0, 1, 5], [2, 3, 4]]  # (b7, c7) misses view a
+    assert problem.anchor_groups().tolist() == [[0, 1, 5], [2, 3, 4]]  # (b7, c7) misses view a
     bad = problem.replace(anchors=list(problem.anchors.values())
                           + [Correspondence.from_pairs([(0, 6)], ("a", "c"))])
     with pytest.raises(ValueError, match="rows 5 and 6 of view 'c'"):
-        anchor_groups(bad)
+        bad.anchor_groups()
     direct = AlignmentProblem(views, anchors=Correspondence.from_pairs([(0, 1), (0, 2)], ("a", "b")))
     with pytest.raises(ValueError, match=r"row 0 of view 'a' is anchored to rows \[1, 2\] of view 'b'"):
-        anchor_groups(direct)
+        direct.anchor_groups()
+
+
+def test_mad_anchor_groups_is_a_deprecated_alias_of_the_problems():
+    from bayesalign.mad import anchor_groups
+
+    views = _three_views()
+    problem = AlignmentProblem(views, anchors=[Correspondence.from_pairs([(0, 1), (2, 3)], ("a", "b")),
+                                               Correspondence.from_pairs([(1, 5), (3, 4)], ("b", "c"))])
+    with pytest.warns(DeprecationWarning, match="problem.anchor_groups"):
+        assert anchor_groups(problem).tolist() == problem.anchor_groups().tolist() == [[0, 1, 5], [2, 3, 4]]
 
 
 def _problem_with_anchors(pairs, n=12):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from .._utils import as_rng
 from .correspondence import Correspondence, _anchor_count
@@ -125,6 +127,70 @@ class AlignmentProblem:
         idx = [c.index_a if c.views[0] == view else c.index_b
                for c in self.anchors.values() if view in c.views]
         return np.unique(np.concatenate(idx)) if idx else np.zeros(0, np.int64)
+
+    def anchor_groups(self) -> np.ndarray:
+        """Rows that are one thing seen in every view: int array (G, V), column k for view k.
+
+        Anchors are joined across pairs of views (a-b and b-c make one group a-b-c): the groups
+        are the connected components of the graph whose nodes are the rows of all views and
+        whose edges are the anchor pairs. Only groups holding exactly one row of *every* view
+        are returned (sorted), the rows that every multi-view method can train on. Raises
+        ``ValueError`` for duplicated pairs and contradicting anchors (a row anchored to two
+        different rows of one view, directly or through a chain of anchors).
+
+        Examples
+        --------
+        >>> X = np.zeros((4, 2))
+        >>> problem = AlignmentProblem({"a": X, "b": X, "c": X}, anchors=[
+        ...     Correspondence.from_pairs([(0, 1), (2, 3)], ("a", "b")),
+        ...     Correspondence.from_pairs([(1, 2)], ("b", "c"))])
+        >>> problem.anchor_groups().tolist()   # a0-b1-c2; a2-b3 is not seen in view c
+        [[0, 1, 2]]
+        """
+        names = list(self.views.names)
+        sizes = [self.views.n_samples[v] for v in names]
+        offset = np.cumsum([0] + sizes)  # node id = offset[view] + row
+        heads, tails = [], []
+        for corr in self.anchors.values():
+            a, b = corr.views
+            pairs = corr.pairs
+            uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+            if (counts > 1).any():
+                i, j = uniq[np.argmax(counts > 1)]
+                raise ValueError(f"duplicate anchor ({i}, {j}) between views {a!r} and {b!r}")
+            for side, (this, other) in ((0, (a, b)), (1, (b, a))):
+                rows, counts = np.unique(pairs[:, side], return_counts=True)
+                if (counts > 1).any():
+                    r = rows[np.argmax(counts > 1)]
+                    partners = pairs[pairs[:, side] == r, 1 - side].tolist()
+                    raise ValueError(f"contradicting anchors: row {r} of view {this!r} is anchored to rows "
+                                     f"{partners} of view {other!r}")
+            heads.append(offset[names.index(a)] + corr.index_a)
+            tails.append(offset[names.index(b)] + corr.index_b)
+        n_nodes = int(offset[-1])
+        if not heads:
+            return np.zeros((0, len(names)), dtype=np.int64)
+        heads, tails = np.concatenate(heads), np.concatenate(tails)
+        graph = sp.csr_matrix((np.ones(heads.size), (heads, tails)), shape=(n_nodes, n_nodes))
+        _, component = connected_components(graph, directed=False)  # [n_nodes]
+        view_of = np.repeat(np.arange(len(names)), sizes)  # [n_nodes]
+        row_of = np.arange(n_nodes) - offset[view_of]
+        # a component holding two rows of one view contradicts itself
+        order = np.lexsort((row_of, view_of, component))
+        comp, view, row = component[order], view_of[order], row_of[order]
+        clash = np.flatnonzero((comp[1:] == comp[:-1]) & (view[1:] == view[:-1]))
+        if clash.size:
+            t = clash[0]
+            raise ValueError(f"contradicting anchors: rows {row[t]} and {row[t + 1]} of view {names[view[t]]!r} are "
+                             "anchored to the same point through other views")
+        members = np.bincount(component, minlength=component.max() + 1)  # rows per component
+        full = np.flatnonzero(members == len(names))
+        groups = np.full((full.size, len(names)), -1, dtype=np.int64)  # [G, V]
+        slot = np.full(component.max() + 1, -1)
+        slot[full] = np.arange(full.size)
+        keep = slot[component] >= 0
+        groups[slot[component[keep]], view_of[keep]] = row_of[keep]
+        return groups[np.lexsort(groups.T[::-1])] if groups.size else groups
 
     def unaligned(self, view) -> np.ndarray:
         """Sorted indices of the rows of ``view`` that take part in no anchor pair."""
