@@ -153,6 +153,10 @@ class AlignmentProblem:
         heads, tails = [], []
         for corr in self.anchors.values():
             a, b = corr.views
+            for name in (a, b):  # checked again: the anchors dict may have been changed after construction
+                if name not in self.views:
+                    raise ValueError(f"anchors name view {name!r}, which does not exist; views are {names}")
+            corr.check_bounds(self.views.n_samples[a], self.views.n_samples[b])
             pairs = corr.pairs
             uniq, counts = np.unique(pairs, axis=0, return_counts=True)
             if (counts > 1).any():
