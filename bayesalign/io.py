@@ -8,9 +8,10 @@ View files
 ----------
 ``.csv``, ``.tsv``, ``.txt`` (whitespace separated), each optionally ``.gz`` compressed, ``.npy``
 and ``.npz``. A text file may start with a header line (detected: it holds a cell that is not a
-number) and its first column may hold row names (detected: the column holds a cell that is not a
-number, or the header's first cell is empty, as ``pandas.DataFrame.to_csv`` writes it; force it
-with ``row_names=True``). An ``.npz`` holds one 2-D numeric array, or names it with
+number) and its first column may hold row names: when the header's first cell is empty (as
+``pandas.DataFrame.to_csv`` writes it) or missing (as R writes it), when no cell of the column is a
+number, or with ``row_names=True``. A first column of numbers with some other cell is an error
+naming its line, never silently taken for row names. An ``.npz`` holds one 2-D numeric array, or names it with
 ``FILE.npz:KEY``; optional string arrays ``row_names`` and ``columns`` travel with it.
 
 Anchor files
@@ -186,11 +187,10 @@ def read_view(path, name: str | None = None, row_names: bool | None = None) -> V
     has_header = not all(_is_number(c) for c in first[1:]) or (width == 1 and not _is_number(first[0]))
     body = rows[1:] if has_header else rows
     body_lines = lines[1:] if has_header else lines
-    if row_names is None:
-        named = any(r[0] != "" and not _is_number(r[0]) for r in body)
-        row_names = width > 1 and (named or (has_header and first[0] == ""))
     if not body:
         raise InputError(f"{path}: a header line but no data rows")
+    if row_names is None:
+        row_names = width > 1 and _first_column_is_names(body, body_lines, has_header and first[0] == "", path)
     start = 1 if row_names else 0
     if width - start < 1:
         raise InputError(f"{path}: no numeric columns besides the row names")
@@ -210,6 +210,26 @@ def read_view(path, name: str | None = None, row_names: bool | None = None) -> V
         _check_unique_names(names, path)
     columns = tuple(first[start:]) if has_header else None
     return ViewFile(name, check_view(data, name), names, columns, str(path))
+
+
+def _first_column_is_names(body, body_lines, header_says_so: bool, path) -> bool:
+    """Whether the first column holds row names, when the caller did not say: the header says so (its
+    first cell is empty, as pandas writes it, or it is one cell short, as R writes it), or no cell of
+    the column is a number (so none of it can be data). A column of numbers with a few other cells is
+    an error naming the first of them, never silently turned into row names (which would drop a data
+    column and make index anchors read as names)."""
+    if header_says_so:
+        return True
+    text = [(cells[0], line) for cells, line in zip(body, body_lines) if not _is_number(cells[0])]
+    if not text:
+        return False
+    if len(text) == len(body) and all(cell != "" for cell, _ in text):
+        return True
+    cell, line = text[0]
+    what = "a missing value" if cell == "" else f"{cell!r} is not a number"
+    raise InputError(f"{path} line {line}, column 1: {what}, but other rows hold numbers there; if the first "
+                     "column holds row names say so (--row-names, read_view(row_names=True), or an empty first "
+                     "header cell)")
 
 
 def _check_unique_names(names, path) -> None:

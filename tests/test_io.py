@@ -80,6 +80,27 @@ def test_numeric_row_names_need_the_flag(tmp_path):
     assert view.row_names == ("1001", "1002") and view.data.tolist() == [[0.5, 1.5], [2.5, 3.5]]
 
 
+def test_one_text_cell_in_a_numeric_first_column_is_an_error_not_row_names(tmp_path):
+    """A typo in the first column must not turn it into row names: that would drop a data column
+    and make the index anchors 0,0 ... read as names (the issue's "anchor 0,0 attached to row 16")."""
+    rows = [f"{i}.5,{i},{2 * i}" for i in range(20)]
+    rows[15] = "1.2.3,15,30"  # line 16
+    path = tmp_path / "typo.csv"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(InputError, match=r"typo.csv line 16, column 1: '1.2.3' is not a number.*--row-names"):
+        read_view(path)
+    # said by the caller: names
+    assert read_view(path, row_names=True).row_names[15] == "1.2.3"
+    # said by the header (an empty first cell, as pandas writes it; or one cell short, as R writes it)
+    for header in (",a,b\n", "a,b\n"):
+        path.write_text(header + "\n".join(rows) + "\n")
+        view = read_view(path)
+        assert view.row_names[15] == "1.2.3" and view.data.shape == (20, 2)
+    # a first column with no number at all cannot be data: names
+    path.write_text("p,1,2\nq,3,4\n")
+    assert read_view(path).row_names == ("p", "q")
+
+
 def test_comments_blank_lines_and_gzip(tmp_path):
     path = tmp_path / "v.csv.gz"
     with gzip.open(path, "wt") as handle:

@@ -674,6 +674,9 @@ class LatentGPBase(BaseEstimator):
         for key, value in best[1].items():
             setattr(self, key, value)
         self.restart_bounds_ = np.asarray(bounds)
+        self.interrupted_ = self._interrupted
+        if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
+            raise KeyboardInterrupt
         return self
 
     def _optimise(self, max_iter: int):

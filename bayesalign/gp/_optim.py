@@ -5,7 +5,8 @@ keeps the best parameters seen, so that
 
 - a NaN or inf in the bound or its gradient stops the fit with the best parameters restored and a
   :class:`NonFiniteBoundError` that says where it happened;
-- ``KeyboardInterrupt`` stops the fit with the best parameters restored and a warning (no error);
+- ``KeyboardInterrupt`` stops the fit with the best parameters restored and a warning; the result says
+  ``interrupted`` and the model that ran the loop re-raises the interrupt once its state is whole;
 - after a normal stop the parameters are those of the best evaluation (a line-search trial may be
   the last one evaluated, not the best).
 """

@@ -136,8 +136,7 @@ def minimize_rows(fun: Callable, x0: torch.Tensor, *, precondition: Callable | N
         Each row's best point.
     info : dict
         ``n_evals`` (calls of ``fun``), ``row_evals`` [n] (evaluations of each row), ``converged``
-        [n] bool, ``interrupted`` (a KeyboardInterrupt stopped it: the rows keep their best points
-        so far, with a RuntimeWarning).
+        [n] bool, ``interrupted`` (always False: a KeyboardInterrupt is warned about and re-raised).
 
     Raises
     ------
@@ -256,11 +255,10 @@ def minimize_rows(fun: Callable, x0: torch.Tensor, *, precondition: Callable | N
                 rows, x, f, g, d, t = rows[alive], x[alive], f[alive], g[alive], d[alive], t[alive]
                 noise = noise[alive]
                 s_hist, y_hist, rho, gamma = s_hist[:, alive], y_hist[:, alive], rho[:, alive], gamma[alive]
-    except KeyboardInterrupt:
-        info["interrupted"] = True
-        warnings.warn(f"interrupted after {info['n_evals']} evaluations; keeping every row's best point so "
-                      f"far ({int((~converged).sum())} of {n} rows had not converged)", RuntimeWarning,
-                      stacklevel=2)
+    except KeyboardInterrupt:  # said, then passed on: a caller's Ctrl-C must stop it (no result returned)
+        warnings.warn(f"interrupted after {info['n_evals']} evaluations ({int((~converged).sum())} of {n} rows "
+                      "had not converged)", RuntimeWarning, stacklevel=2)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -476,7 +474,7 @@ def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol
     ------
     NonFiniteBoundError
         When the bound of a row is not finite at its starting point (e.g. NaN in its values). A
-        KeyboardInterrupt returns every row's best q(x*) so far, with a RuntimeWarning.
+        KeyboardInterrupt is re-raised after a RuntimeWarning (the model is unchanged).
     """
     if Y.shape[0] == 0:
         Q = module.q_mean.shape[1]

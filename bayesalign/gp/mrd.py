@@ -148,6 +148,9 @@ class MRD(LatentGPBase):
         Number of bound evaluations.
     converged_ : bool
         Whether the last optimisation phase stopped on its tolerance.
+    interrupted_ : bool
+        Whether a KeyboardInterrupt stopped the fit: the best parameters so far are kept, a
+        RuntimeWarning says so, and the interrupt is re-raised to the caller.
     relevance_ : dict view -> array [Q]
         ARD relevance weights (variance / lengthscale^2 for RBF).
     latent_ : LatentEmbedding
