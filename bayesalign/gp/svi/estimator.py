@@ -1,0 +1,523 @@
+"""StochasticMRD: MRD as a Pyro model over GPyTorch sparse variational GPs, fitted by SVI with minibatches.
+
+See :mod:`bayesalign.gp.svi.model` for the generative model and its bound.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from pyro.infer import TraceMeanField_ELBO
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+
+from ...data import AlignmentProblem, LatentEmbedding, Views
+from .._model import check_observed, complete_views, init_latent, resolve_dtype
+from ..kernels import ard_relevance, make_kernel
+from .guide import LatentPosterior, ViewGP
+from .likelihoods import LIKELIHOODS, check_targets, expected_log_likelihood, make_likelihood
+from .model import SVIMRDModel
+
+__all__ = ["StochasticMRD"]
+
+
+def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
+    """Names and float64 copies of the views; NaN is allowed (missing), inf is not."""
+    if isinstance(data, AlignmentProblem):
+        data = data.views
+    if isinstance(data, Views):
+        pairs = [(name, data[name]) for name in data.names]
+    elif isinstance(data, Mapping):
+        pairs = list(data.items())
+    elif isinstance(data, (list, tuple)):
+        pairs = [(f"view{i}", a) for i, a in enumerate(data)]
+    else:
+        raise TypeError(f"expected Views, an AlignmentProblem, or a dict / list of 2-D arrays, got {type(data).__name__}")
+    if len(pairs) < 1:
+        raise ValueError("no views given")
+    names, arrays = [], []
+    for name, a in pairs:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"view names must be non-empty strings, got {name!r}")
+        try:
+            A = np.array(a, dtype=np.float64, copy=True)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"view {name!r} is not a numeric array: {err}") from None
+        if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
+            raise ValueError(f"view {name!r} must be a non-empty 2-D array, got shape {A.shape}")
+        if np.isinf(A).any():
+            row, col = np.argwhere(np.isinf(A))[0]
+            raise ValueError(f"view {name!r} has an infinite value at row {row}, column {col}")
+        empty = np.isnan(A).all(0)
+        if empty.any():
+            raise ValueError(f"view {name!r}: column {int(np.flatnonzero(empty)[0])} has no observed entry")
+        names.append(name)
+        arrays.append(A)
+    return names, arrays
+
+
+class StochasticMRD(BaseEstimator):
+    r"""MRD with per-view likelihoods, missing entries, latent priors and partial observation, by SVI.
+
+    The model of :class:`bayesalign.gp.MRD` (Damianou, Ek, Titsias & Lawrence, 2012) written in Pyro
+    (:mod:`bayesalign.gp.svi.model`): a latent point per entity with a prior, one sparse variational
+    GP per view (GPyTorch ``ApproximateGP``, whitened ``VariationalStrategy``, a batch of
+    ``CholeskyVariationalDistribution`` over the view's outputs, one ARD kernel per view from
+    :func:`bayesalign.gp.make_kernel`) and a likelihood per view. The uncollapsed bound
+
+        ELBO = sum_v E_q(X) E_q(f) [log p_v(Y_v | F_v)] - sum_v KL(q(U_v) || p(U_v)) - KL(q(X) || p(X))
+
+    (Hensman, Fusi & Lawrence, 2013) is maximised by stochastic variational inference: Adam on
+    Pyro's ``TraceMeanField_ELBO`` (analytic KL terms, one reparameterised sample of X per step),
+    minibatches of entities through ``pyro.plate`` subsampling, the learning rate decayed
+    exponentially from ``learning_rate`` to ``learning_rate * final_lr_fraction``. For Gaussian
+    views, q(U) at its optimum gives the collapsed bound of :class:`~bayesalign.gp.MRD`, so this
+    bound approaches it from below.
+
+    Gaussian views are centred per column (observed entries only; ``output_means_``); the other
+    likelihoods get a learned constant mean per column. A NaN entry is missing: it is left out of
+    its view's likelihood. Partial observation: view v observes the entities ``observed[v]`` (one
+    latent point per entity, the mechanism of :class:`~bayesalign.gp.MRD`'s ``observed``).
+
+    Parameters
+    ----------
+    latent_dim : int
+        Q.
+    num_inducing : int
+        M inducing inputs per view (capped at the number of entities).
+    likelihood : str, list or dict
+        ``"gaussian"``, ``"bernoulli"`` (probit, y in {0, 1}), ``"poisson"`` or ``"negative_binomial"``
+        (counts; log link) for every view, or one per view (a list, or a dict view name -> name;
+        views not named are Gaussian).
+    kernel : str
+        A name for :func:`~bayesalign.gp.make_kernel` (ARD), one kernel per view.
+    init : {"pca", "random"}, LatentEmbedding or array [N, Q]
+        Initial q(X) means (as :class:`~bayesalign.gp.MRD`; missing entries and unobserved entities
+        are filled in by a low-rank SVD first).
+    init_variance : float
+        Initial q(X) variance.
+    snr : float
+        Initial signal-to-noise ratio of the Gaussian views (noise = column variance / snr).
+    latent_prior : "normal", "gp", pyro Distribution or callable
+        p(x_n): standard normal; ``"gp"``: each latent dimension a GP over the ``time_index`` given to
+        :meth:`fit`, RBF covariance with unit variance and lengthscale ``time_lengthscale`` (it couples
+        the entities: an N x N matrix, for sequences of up to a few thousand); a distribution with
+        event shape (Q,) shared by every entity; or a callable ``prior(idx) -> distribution`` with
+        batch shape [B] and event shape [Q] for the entity indices ``idx`` [B] (a tensor).
+    time_lengthscale : float
+        Lengthscale of the ``"gp"`` prior, in the units of ``time_index``.
+    batch_size : int
+        Entities per SVI step (all entities when larger than N).
+    max_epochs : int
+        Passes over the entities.
+    learning_rate, final_lr_fraction : float
+        Adam's initial step size, and the fraction of it reached after ``max_epochs`` (exponential decay).
+    tol : float
+        Converged when the mean ELBO of the last ``window`` epochs differs from that of the ``window``
+        before by less than ``tol`` times its magnitude (the estimates are noisy: a window averages
+        them); the fit then stops.
+    window : int
+        Epochs per window of the convergence test.
+    num_particles : int
+        Samples of X per step.
+    jitter : float
+        Diagonal jitter of K_uu (GPyTorch's ``jitter_val``), relative to the kernel's initial variance.
+    seed : int or None
+        Seeds the initialisation, the minibatches and Pyro's samples (the caller's global torch RNG is
+        restored afterwards).
+    device : str, optional
+        "cpu" (default) or "cuda".
+    dtype : torch.dtype or str
+        float64 (default) or float32.
+    progress : bool
+        tqdm progress bar with the epoch's mean ELBO.
+
+    Attributes
+    ----------
+    model_ : SVIMRDModel
+        The Pyro model and guide with every parameter.
+    view_names_ : tuple of str
+    n_entities_ : int
+    observed_ : list of (array [N_v] or None)
+        The entity of every row of each view (None: row n is entity n).
+    elbo_history_ : array [epochs]
+        Mean ELBO estimate per epoch (each step estimates the full-data ELBO).
+    n_epochs_ : int
+    converged_ : bool
+        Whether the convergence test passed before ``max_epochs`` (a ConvergenceWarning otherwise).
+    latent_mean_, latent_variance_ : arrays [N, Q]
+        q(X) per entity.
+    relevance_ : dict view -> array [Q]
+        ARD relevance of each view's kernel (:func:`~bayesalign.gp.ard_relevance`).
+    latent_ : LatentEmbedding
+        Per view, the q(X) means and variances of the entities its rows observe; ``shared_dims`` at 0.05.
+    noise_variance_ : dict view -> float
+        Noise variances of the Gaussian views.
+    output_means_ : dict view -> array [D_v]
+        Column means subtracted from the Gaussian views (zeros for the others).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.uniform(-2, 2, size=(60, 1))
+    >>> views = {"a": np.sin(t) @ rng.normal(size=(1, 5)) + 0.1 * rng.normal(size=(60, 5)),
+    ...          "b": (np.cos(t) @ rng.normal(size=(1, 4)) > 0).astype(float)}
+    >>> m = StochasticMRD(latent_dim=2, num_inducing=10, likelihood={"b": "bernoulli"}, max_epochs=20,
+    ...                   progress=False, seed=0).fit(views)
+    >>> m.latent_mean_.shape, sorted(m.relevance_)
+    ((60, 2), ['a', 'b'])
+    """
+
+    _method = "StochasticMRD"
+
+    def __init__(self, latent_dim: int = 5, num_inducing: int = 20, likelihood="gaussian", kernel: str = "rbf",
+                 init="pca", init_variance: float = 0.1, snr: float = 100.0, latent_prior="normal",
+                 time_lengthscale: float = 1.0, batch_size: int = 256, max_epochs: int = 500,
+                 learning_rate: float = 0.01, final_lr_fraction: float = 0.1, tol: float = 1e-4, window: int = 20,
+                 num_particles: int = 1, jitter: float = 1e-6, seed=None, device=None, dtype=torch.float64,
+                 progress: bool = True):
+        self.latent_dim = latent_dim
+        self.num_inducing = num_inducing
+        self.likelihood = likelihood
+        self.kernel = kernel
+        self.init = init
+        self.init_variance = init_variance
+        self.snr = snr
+        self.latent_prior = latent_prior
+        self.time_lengthscale = time_lengthscale
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.learning_rate = learning_rate
+        self.final_lr_fraction = final_lr_fraction
+        self.tol = tol
+        self.window = window
+        self.num_particles = num_particles
+        self.jitter = jitter
+        self.seed = seed
+        self.device = device
+        self.dtype = dtype
+        self.progress = progress
+
+    # -- validation -------------------------------------------------------------------------------
+    def _check_params(self):
+        for name in ("latent_dim", "num_inducing", "batch_size", "max_epochs", "window", "num_particles"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (0 if name == "max_epochs"
+                                                                                                else 1):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name in ("init_variance", "snr", "learning_rate", "time_lengthscale", "jitter"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0 < self.final_lr_fraction <= 1:
+            raise ValueError(f"final_lr_fraction must be in (0, 1], got {self.final_lr_fraction!r}")
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+        prior = self.latent_prior
+        if not (prior in ("normal", "gp") if isinstance(prior, str) else
+                isinstance(prior, torch.distributions.Distribution) or callable(prior)):
+            raise ValueError(f"latent_prior must be 'normal', 'gp', a pyro distribution or a callable, got {prior!r}")
+        if isinstance(prior, torch.distributions.Distribution) and tuple(prior.event_shape) != (int(self.latent_dim),):
+            raise ValueError(f"latent_prior must have event shape ({self.latent_dim},) (one latent point), got "
+                             f"{tuple(prior.event_shape)}; use .to_event(1) on a per-dimension distribution")
+        return resolve_dtype(self.dtype), torch.device(self.device if self.device is not None else "cpu")
+
+    def _likelihood_names(self, names: list[str]) -> list[str]:
+        spec = self.likelihood
+        if isinstance(spec, str):
+            out = [spec] * len(names)
+        elif isinstance(spec, Mapping):
+            unknown = [k for k in spec if k not in names]
+            if unknown:
+                raise ValueError(f"likelihood names views {unknown} that are not among the views {names}")
+            out = [spec.get(name, "gaussian") for name in names]
+        elif isinstance(spec, (list, tuple)) and len(spec) == len(names):
+            out = list(spec)
+        else:
+            raise ValueError(f"likelihood must be a name, a dict view -> name or a list of {len(names)} names, "
+                             f"got {spec!r}")
+        for name, lik in zip(names, out):
+            if lik not in LIKELIHOODS:
+                raise ValueError(f"view {name!r}: unknown likelihood {lik!r}; choose from {LIKELIHOODS}")
+        return out
+
+    # -- fitting ----------------------------------------------------------------------------------
+    def fit(self, views, y=None, observed=None, time_index=None) -> StochasticMRD:
+        """Fit to views (Views, AlignmentProblem, dict or list of 2-D arrays; NaN = missing).
+
+        ``observed``: the entity of every row of each view (a dict view -> index array, or a list; None:
+        the views are paired, row n of every view is entity n). ``time_index`` [N]: the entities'
+        times, for ``latent_prior="gp"``.
+        """
+        dtype, device = self._check_params()
+        names, arrays = _views_with_nan(views)
+        likelihoods = self._likelihood_names(names)
+        for name, lik, Y in zip(names, likelihoods, arrays):
+            check_targets(lik, Y, name)
+        observed, N = check_observed(observed, names, arrays)
+        Q, M = int(self.latent_dim), int(self.num_inducing)
+        if N < 2:
+            raise ValueError(f"need at least 2 entities, got {N}")
+        if M > N:
+            warnings.warn(f"num_inducing={M} is more than the {N} entities; using {N}", RuntimeWarning, stacklevel=2)
+            M = N
+        # Gaussian views centred on their observed entries; the others keep their values (constant mean learned)
+        means = [np.nanmean(Y, 0) if lik == "gaussian" else np.zeros(Y.shape[1]) for Y, lik in zip(arrays, likelihoods)]
+        targets = [Y - mu for Y, mu in zip(arrays, means)]
+        X0 = self._initial_latent(names, targets, likelihoods, observed, N, Q)
+        rng = np.random.default_rng(self.seed)
+        Z0 = X0[rng.choice(N, size=M, replace=False)]  # [M, Q]
+        variances = [float(np.nanmean(np.square(Y - np.nanmean(Y, 0)))) for Y in targets]
+
+        def tensor(a):
+            return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
+
+        gps, liks = [], []
+        for Y, lik, var in zip(targets, likelihoods, variances):
+            signal = max(var, 1e-12) if lik == "gaussian" else 1.0
+            kernel = make_kernel(self.kernel, Q, variance=signal, dtype=dtype)
+            gps.append(ViewGP(tensor(Z0), Y.shape[1], kernel, constant_mean=lik != "gaussian",
+                              jitter=float(self.jitter) * signal))
+            liks.append(make_likelihood(lik, noise=max(var, 1e-12) / self.snr))
+        rows = []
+        for Y, r in zip(targets, observed):
+            if r is None:
+                rows.append(None)
+                continue
+            if np.unique(r).size != r.size:
+                raise ValueError("an entity observed twice by one view is not supported by StochasticMRD")
+            lookup = np.full(N, -1, dtype=np.int64)
+            lookup[r] = np.arange(r.size)
+            rows.append(torch.as_tensor(lookup, device=device))
+        prior, time_cov = None, None
+        if isinstance(self.latent_prior, str) and self.latent_prior == "gp":
+            time_cov = self._time_covariance(time_index, N, dtype, device)
+        elif not isinstance(self.latent_prior, str):
+            prior = self.latent_prior
+        self.model_ = SVIMRDModel(gps, liks, [tensor(Y) for Y in targets], rows,
+                                  LatentPosterior(tensor(X0), torch.full((N, Q), float(self.init_variance),
+                                                                         dtype=dtype, device=device)),
+                                  latent_prior=prior, time_covariance=time_cov).to(device=device, dtype=dtype)
+        self.view_names_ = tuple(names)
+        self.likelihoods_ = dict(zip(names, likelihoods))
+        self.n_entities_ = N
+        self.observed_ = observed
+        self.output_means_ = dict(zip(names, means))
+        self.n_features_in_ = {name: Y.shape[1] for name, Y in zip(names, arrays)}
+        self._train()
+        return self
+
+    def _initial_latent(self, names, targets, likelihoods, observed, N, Q) -> np.ndarray:
+        init = self.init
+        if not isinstance(init, str) or init == "random":
+            return init_latent(init, names, targets, Q, self.seed, n_rows=N)
+        if init != "pca":
+            raise ValueError(f"init must be 'pca', 'random', a LatentEmbedding or an array, got {init!r}")
+        blocks = []
+        for Y, lik in zip(targets, likelihoods):
+            Y = np.log1p(Y) if lik in ("poisson", "negative_binomial") else Y  # counts on a log scale
+            Y = Y - np.nanmean(Y, 0)
+            blocks.append(np.where(np.isnan(Y), 0.0, Y))  # a missing entry starts at its column mean
+        if any(r is not None for r in observed):
+            blocks = complete_views(blocks, observed, N, Q)
+        return init_latent("pca", names, blocks, Q, self.seed, n_rows=N)
+
+    def _time_covariance(self, time_index, N, dtype, device) -> torch.Tensor:
+        if time_index is None:
+            raise ValueError("latent_prior='gp' needs fit(..., time_index=[N times])")
+        t = np.asarray(time_index, dtype=np.float64).reshape(-1)
+        if t.shape[0] != N or not np.isfinite(t).all():
+            raise ValueError(f"time_index must hold {N} finite times (one per entity), got shape {t.shape}")
+        # k(t, t') = exp(-(t - t')^2 / 2 l^2) + 1e-6 on the diagonal: dense N x N (the prior couples all entities)
+        diff = (t[:, None] - t[None, :]) / float(self.time_lengthscale)
+        return torch.as_tensor(np.exp(-0.5 * diff ** 2) + 1e-6 * np.eye(N), dtype=dtype, device=device)
+
+    def _train(self) -> None:
+        from tqdm.auto import tqdm
+
+        model = self.model_
+        N = self.n_entities_
+        B = min(int(self.batch_size), N)
+        steps = math.ceil(N / B)
+        epochs = int(self.max_epochs)
+        loss_fn = TraceMeanField_ELBO(num_particles=int(self.num_particles), vectorize_particles=False)
+        params = list(model.parameters())
+        optimiser = torch.optim.Adam(params, lr=float(self.learning_rate))
+        gamma = float(self.final_lr_fraction) ** (1.0 / max(epochs, 1))
+        schedule = torch.optim.lr_scheduler.ExponentialLR(optimiser, gamma=gamma)
+        device = model.q_x.mean.device
+        history, converged = [], False
+        w = int(self.window)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(0 if self.seed is None else int(np.random.default_rng(self.seed).integers(2**31)))
+            generator = torch.Generator().manual_seed(int(torch.randint(2**31, ()).item()))
+            bar = tqdm(range(epochs), desc=self._method, disable=not self.progress, leave=False)
+            for _ in bar:
+                order = torch.randperm(N, generator=generator).to(device)
+                total = 0.0
+                for s in range(steps):
+                    idx = order[s * B:(s + 1) * B]
+                    optimiser.zero_grad(set_to_none=True)
+                    loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+                    if not torch.isfinite(loss):
+                        raise FloatingPointError(f"the ELBO became {loss.item()} at epoch {len(history) + 1}; "
+                                                 "lower learning_rate or use float64")
+                    loss.backward()
+                    optimiser.step()
+                    total += -loss.item()
+                history.append(total / steps)
+                schedule.step()
+                bar.set_postfix(elbo=f"{history[-1]:.4g}")
+                if len(history) >= 2 * w:
+                    last, before = np.mean(history[-w:]), np.mean(history[-2 * w:-w])
+                    if abs(last - before) <= self.tol * abs(last):
+                        converged = True
+                        break
+            bar.close()
+        self.elbo_history_ = np.asarray(history)
+        self.n_epochs_ = len(history)
+        self.converged_ = converged
+        if not converged:
+            warnings.warn(f"{self._method} did not converge in {epochs} epochs: the mean ELBO of the last {w} epochs "
+                          f"still moved by more than tol={self.tol} relative to the {w} before; increase max_epochs",
+                          ConvergenceWarning, stacklevel=3)
+
+    # -- results ----------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            raise RuntimeError(f"this {self._method} is not fitted yet; call fit first")
+
+    def elbo(self, num_samples: int = 16, batch_size: int | None = None, seed=0) -> float:
+        """The ELBO on all entities, averaged over ``num_samples`` draws of X (an unbiased Monte Carlo estimate
+        of the bound; its standard error falls as ``1 / sqrt(num_samples)``)."""
+        self._check_fitted()
+        model = self.model_
+        N = self.n_entities_
+        B = N if batch_size is None else min(int(batch_size), N)
+        loss_fn = TraceMeanField_ELBO(num_particles=int(num_samples), vectorize_particles=False)
+        device = model.q_x.mean.device
+        total = 0.0
+        with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(int(seed))
+            for start in range(0, N, B):
+                idx = torch.arange(start, min(start + B, N), device=device)
+                # a chunk's plate is scaled by N / B_c; its global terms are weighted B_c / N so they add up once
+                import pyro.poutine as poutine
+                scaled = poutine.scale(scale=idx.shape[0] / N)
+                total += -float(loss_fn.differentiable_loss(scaled(model.model), scaled(model.guide), idx))
+        return total
+
+    @property
+    def latent_mean_(self) -> np.ndarray:
+        self._check_fitted()
+        return self.model_.q_x.mean.detach().cpu().numpy()
+
+    @property
+    def latent_variance_(self) -> np.ndarray:
+        self._check_fitted()
+        return self.model_.q_x.variance.detach().cpu().numpy()
+
+    @property
+    def relevance_(self) -> dict[str, np.ndarray]:
+        """ARD relevance [Q] per view (variance / lengthscale^2 for RBF; :func:`~bayesalign.gp.ard_relevance`)."""
+        self._check_fitted()
+        Q = int(self.latent_dim)
+        return {name: ard_relevance(gp.covar_module, Q).detach().cpu().numpy()
+                for name, gp in zip(self.view_names_, self.model_.gps)}
+
+    def _active(self, threshold: float) -> dict[str, np.ndarray]:
+        # the rule of MRD.shared_dims: relevant when above ``threshold`` times the view's largest relevance
+        if not 0 <= threshold < 1:
+            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        return {name: rel > threshold * rel.max() if rel.max() > 0 else np.zeros(rel.shape, dtype=bool)
+                for name, rel in self.relevance_.items()}
+
+    def shared_dims(self, threshold: float = 0.05) -> np.ndarray:
+        """Latent dimensions relevant to every view (relevance above ``threshold`` x the view's largest)."""
+        return np.flatnonzero(np.logical_and.reduce(list(self._active(threshold).values())))
+
+    def private_dims(self, view, threshold: float = 0.05) -> np.ndarray:
+        """Latent dimensions relevant to ``view`` and to no other view."""
+        name = self.view_names_[self._view_index(view)]
+        active = self._active(threshold)
+        others = np.logical_or.reduce([a for k, a in active.items() if k != name] or [np.zeros_like(active[name])])
+        return np.flatnonzero(active[name] & ~others)
+
+    @property
+    def noise_variance_(self) -> dict[str, float]:
+        self._check_fitted()
+        return {name: float(lik.noise.detach().reshape(())) for name, lik in zip(self.view_names_, self.model_.likelihoods)
+                if self.likelihoods_[name] == "gaussian"}
+
+    @property
+    def latent_(self) -> LatentEmbedding:
+        """q(X) as a LatentEmbedding: per view the means and variances of the entities its rows observe."""
+        mean, var = self.latent_mean_, self.latent_variance_
+        means, variances = {}, {}
+        for name, rows in zip(self.view_names_, self.observed_):
+            means[name] = mean if rows is None else mean[rows]
+            variances[name] = var if rows is None else var[rows]
+        return LatentEmbedding(means=means, variances=variances, shared_dims=self.shared_dims(), method=self._method,
+                               info={"elbo_history": self.elbo_history_, "relevance": self.relevance_})
+
+    def _view_index(self, view) -> int:
+        self._check_fitted()
+        if isinstance(view, (int, np.integer)) and 0 <= view < len(self.view_names_):
+            return int(view)
+        if view in self.view_names_:
+            return self.view_names_.index(view)
+        raise ValueError(f"unknown view {view!r}; the views are {list(self.view_names_)}")
+
+    def infer(self, view, Y_new, max_iter: int = 300, num_samples: int = 8, learning_rate: float = 0.05, seed=0):
+        r"""q(x*) = N(mean, diag(variance)) [n, Q] for new rows ``Y_new`` [n, D_v] of one view (NaN: missing).
+
+        Per-row optimisation with the model fixed (the GPs, q(U), likelihood and the other views
+        untouched): Adam on ``sum_n E_q(x*_n)[sum_d E_q(f)[log p(y*_nd | f_d(x*_n))]] - KL(q(x*_n) || p(x))``,
+        ``num_samples`` reparameterised draws of x* per step, started at the prior. p(x) is N(0, I)
+        for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution
+        otherwise (a callable prior is evaluated at entity index 0). Dimensions the view ignores stay
+        at the prior.
+        """
+        self._check_fitted()
+        v = self._view_index(view)
+        name = self.view_names_[v]
+        Y = np.array(Y_new, dtype=np.float64, copy=True)
+        if Y.ndim == 1:
+            Y = Y[None]
+        if Y.ndim != 2 or Y.shape[1] != self.n_features_in_[name]:
+            raise ValueError(f"Y_new for view {name!r} must have {self.n_features_in_[name]} columns, got shape {Y.shape}")
+        check_targets(self.likelihoods_[name], Y, name)
+        model = self.model_
+        like = model.q_x.mean
+        y = torch.as_tensor(Y - self.output_means_[name], dtype=like.dtype, device=like.device)  # [n, D]
+        n, Q = y.shape[0], like.shape[1]
+        mean = torch.zeros(n, Q, dtype=like.dtype, device=like.device, requires_grad=True)
+        raw_log_var = torch.zeros(n, Q, dtype=like.dtype, device=like.device, requires_grad=True)
+        prior = model.prior_of(torch.zeros(n, dtype=torch.long, device=like.device))
+        optimiser = torch.optim.Adam([mean, raw_log_var], lr=float(learning_rate))
+        for p in model.parameters():
+            p.requires_grad_(False)
+        try:
+            with torch.random.fork_rng(devices=[like.device] if like.device.type == "cuda" else []):
+                torch.manual_seed(int(seed))
+                for _ in range(int(max_iter)):
+                    optimiser.zero_grad()
+                    q = torch.distributions.Independent(torch.distributions.Normal(mean, (0.5 * raw_log_var).exp()), 1)
+                    x = q.rsample((int(num_samples),))  # [S, n, Q]
+                    f_mean, f_var = model.gps[v].marginals(x.reshape(-1, Q))  # [S n, D]
+                    ell = expected_log_likelihood(model.likelihoods[v], y.expand(x.shape[0], -1, -1).reshape(f_mean.shape),
+                                                  f_mean, f_var).sum(-1).reshape(x.shape[:2]).mean(0)  # [n]
+                    try:
+                        kl = torch.distributions.kl_divergence(q, prior)  # [n]
+                    except NotImplementedError:
+                        kl = (q.log_prob(x) - prior.log_prob(x)).mean(0)
+                    (-(ell - kl).sum()).backward()
+                    optimiser.step()
+        finally:
+            for p in model.parameters():
+                p.requires_grad_(True)
+        return mean.detach().cpu().numpy(), raw_log_var.detach().exp().cpu().numpy()
