@@ -63,14 +63,23 @@ def resolve_dtype(dtype) -> torch.dtype:
 
 
 class LatentGPModule(gpytorch.Module):
-    """q(X), inducing inputs, per-view kernels and noise variances; ``forward()`` is the bound.
+    r"""q(X), inducing inputs, per-view kernels and noise variances; ``forward()`` is the bound.
+
+    One latent point per *entity*; view v observes the entities ``observed[v]`` (its rows, in order):
+
+    .. math::
+        \mathcal{F} = \sum_v F_v\big(Y_v;\ q(X)[\mathrm{obs}_v]\big) - \mathrm{KL}\big(q(X) \,\|\, N(0, I)\big),
+
+    each view's collapsed bound (psi-statistics) over the entities it observes, the KL over all
+    entities (an entity no view observes contributes its KL only). With every view observing every
+    entity in order (``observed=None``) this is the paired MRD bound of Damianou et al. (2012).
 
     Parameters
     ----------
-    outputs : sequence of tensors [N, D_v]
+    outputs : sequence of tensors [N_v, D_v]
         Centred outputs of each view (stored as buffers ``outputs_0, outputs_1, ...``).
     q_mean, q_variance : tensors [N, Q]
-        Initial q(X) means and (positive) variances.
+        Initial q(X) means and (positive) variances, one row per entity.
     inducing_inputs : tensor [1 or V, M, Q]
         Shared (first axis 1) or per-view inducing inputs.
     kernels : sequence of gpytorch kernels, one per view
@@ -78,24 +87,41 @@ class LatentGPModule(gpytorch.Module):
         Initial noise variances and their lower bounds.
     jitter : float
         Added to the diagonal of every Kuu, relative to its mean diagonal.
+    observed : sequence of (LongTensor [N_v] or None), optional
+        The entity of each row of view v (None: row n is entity n, N_v = N). Stored as buffers
+        ``observed_v``.
     """
 
     def __init__(self, outputs, q_mean, q_variance, inducing_inputs, kernels, noise, noise_floor,
-                 jitter: float):
+                 jitter: float, observed=None):
         super().__init__()
         self.n_views = len(outputs)
-        for v, Y in enumerate(outputs):
-            self.register_buffer(f"outputs_{v}", Y)  # [N, D_v]
-        # every view's outputs zero-padded to the widest, for the view-batched bound (RBFViewsBound);
-        # derived from outputs_v, so not saved
-        widths = [Y.shape[1] for Y in outputs]
-        padded = outputs[0].new_zeros(len(outputs), outputs[0].shape[0], max(widths))  # [V, N, D_max]
-        for v, Y in enumerate(outputs):
-            padded[v, :, :widths[v]] = Y
-        self.register_buffer("padded_outputs", padded, persistent=False)
-        self.register_buffer("output_widths", torch.tensor(widths, dtype=padded.dtype, device=padded.device),
-                             persistent=False)  # [V]
-        self.register_buffer("output_sq_norms", padded.square().sum((1, 2)), persistent=False)  # tr(Y'Y) [V]
+        observed = [None] * self.n_views if observed is None else list(observed)
+        for v, (Y, rows) in enumerate(zip(outputs, observed)):
+            self.register_buffer(f"outputs_{v}", Y)  # [N_v, D_v]
+            if rows is not None:  # the entity of each row of view v (saved: it defines the model)
+                self.register_buffer(f"observed_{v}", torch.as_tensor(rows, dtype=torch.long, device=Y.device))
+        self._observed_views = [v for v, rows in enumerate(observed) if rows is not None]
+        # views that observe the same entities in the same order go through one view-batched bound
+        # (RBFViewsBound) together, their outputs zero-padded to the widest; derived, so not saved
+        groups: list[list[int]] = []
+        for v in range(self.n_views):
+            for group in groups:
+                if self._same_rows(group[0], v):
+                    group.append(v)
+                    break
+            else:
+                groups.append([v])
+        self._groups = groups
+        for g, views in enumerate(groups):
+            widths = [outputs[v].shape[1] for v in views]
+            padded = outputs[views[0]].new_zeros(len(views), outputs[views[0]].shape[0], max(widths))  # [V_g, N_g, D]
+            for i, v in enumerate(views):
+                padded[i, :, :widths[i]] = outputs[v]
+            self.register_buffer(f"group_outputs_{g}", padded, persistent=False)
+            self.register_buffer(f"group_widths_{g}", torch.tensor(widths, dtype=padded.dtype, device=padded.device),
+                                 persistent=False)  # [V_g]
+            self.register_buffer(f"group_sq_norms_{g}", padded.square().sum((1, 2)), persistent=False)  # tr(Y'Y)
         self.q_mean = torch.nn.Parameter(q_mean.clone())  # [N, Q]
         self.register_parameter("raw_q_variance", torch.nn.Parameter(torch.zeros_like(q_variance)))
         self.register_constraint("raw_q_variance", Positive())
@@ -132,6 +158,31 @@ class LatentGPModule(gpytorch.Module):
     def outputs(self, v: int) -> torch.Tensor:
         return getattr(self, f"outputs_{v}")
 
+    def observed(self, v: int) -> torch.Tensor | None:
+        """The entity of each row of view v [N_v], or None when row n is entity n."""
+        return getattr(self, f"observed_{v}", None)
+
+    def _seen_entities(self) -> torch.Tensor | None:
+        """Boolean mask [N] of the entities some view observes, or None when every entity is observed."""
+        if any(self.observed(v) is None for v in range(self.n_views)):
+            return None
+        seen = torch.zeros(self.q_mean.shape[0], dtype=torch.bool, device=self.q_mean.device)
+        for v in range(self.n_views):
+            seen[self.observed(v)] = True
+        return None if bool(seen.all()) else seen
+
+    def _same_rows(self, u: int, v: int) -> bool:
+        a, b = self.observed(u), self.observed(v)
+        if a is None or b is None:
+            return a is None and b is None
+        return a.shape == b.shape and bool(torch.equal(a, b))
+
+    def view_latent(self, v: int, q_variance: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """q(X) of the rows of view v: (means, variances) [N_v, Q] (differentiable)."""
+        S = self.q_variance if q_variance is None else q_variance
+        rows = self.observed(v)
+        return (self.q_mean, S) if rows is None else (self.q_mean[rows], S[rows])
+
     def inducing(self, v: int) -> torch.Tensor:
         return self.inducing_inputs[v if self.inducing_inputs.shape[0] > 1 else 0]  # [M, Q]
 
@@ -142,9 +193,9 @@ class LatentGPModule(gpytorch.Module):
         return Kuu + (self.jitter * scale) * torch.eye(Kuu.shape[0], dtype=Kuu.dtype, device=Kuu.device)
 
     def view_bound(self, v: int, q_variance: torch.Tensor | None = None) -> torch.Tensor:
-        """F_v: the collapsed bound of view v without the KL term."""
-        S = self.q_variance if q_variance is None else q_variance
-        stats = psi_statistics(self.kernels[v], self.q_mean, S, self.inducing(v), per_point=False)
+        """F_v: the collapsed bound of view v (over the entities it observes) without the KL term."""
+        mu, S = self.view_latent(v, q_variance)
+        stats = psi_statistics(self.kernels[v], mu, S, self.inducing(v), per_point=False)
         return collapsed_bound(self.outputs(v), self.noise[v], self.kuu(v), stats.psi0, stats.psi1, stats.psi2)
 
     def kl(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
@@ -153,20 +204,38 @@ class LatentGPModule(gpytorch.Module):
     def view_bounds(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
         """F_v of every view [V] (without the KL term).
 
-        When every kernel is ``rbf (+ bias) (+ white)`` on all latent dimensions (the default), all
-        views go through one :class:`~bayesalign.gp.bound.RBFViewsBound`; otherwise view by view
-        through :meth:`view_bound`. Both give the same values and gradients (tested).
+        When every kernel is ``rbf (+ bias) (+ white)`` on all latent dimensions (the default), the
+        views that observe the same entities go through one :class:`~bayesalign.gp.bound.RBFViewsBound`
+        (all views at once when every view observes every entity); otherwise view by view through
+        :meth:`view_bound`. Both give the same values and gradients (tested).
         """
         S = self.q_variance if q_variance is None else q_variance
         parts = self._rbf_parts()
         if parts is None:
             return torch.stack([self.view_bound(v, S) for v in range(self.n_views)])
         variance, lengthscale, bias, white = parts
-        mu = self.q_mean
-        chunk = default_chunk_size(mu.shape[0], self.inducing_inputs.shape[1], mu.device, self.n_views)
-        return RBFViewsBound.apply(variance, lengthscale, bias, white, self.noise, mu, S, self.inducing_inputs,
-                                   self.padded_outputs, self.output_widths, self.output_sq_norms, self.jitter,
-                                   chunk)
+        bounds = []
+        for g, views in enumerate(self._groups):
+            take = self._group_index(views)
+            mu, S_g = self.view_latent(views[0], S)
+            Z = self.inducing_inputs
+            if Z.shape[0] > 1 and take is not None:
+                Z = Z[take]
+            chunk = default_chunk_size(mu.shape[0], Z.shape[1], mu.device, len(views))
+            bounds.append(RBFViewsBound.apply(
+                _take(variance, take), _take(lengthscale, take), _take(bias, take), _take(white, take),
+                _take(self.noise, take), mu, S_g, Z, getattr(self, f"group_outputs_{g}"),
+                getattr(self, f"group_widths_{g}"), getattr(self, f"group_sq_norms_{g}"), self.jitter, chunk))
+        if len(self._groups) == 1:
+            return bounds[0]
+        order = torch.tensor([v for views in self._groups for v in views], device=self.q_mean.device)
+        return torch.cat(bounds)[torch.argsort(order)]
+
+    def _group_index(self, views: list[int]) -> torch.Tensor | None:
+        """Index of a group's views into the [V] stacks (None: the group is every view, in order)."""
+        if views == list(range(self.n_views)):
+            return None
+        return torch.tensor(views, device=self.q_mean.device)
 
     def _view_terms(self) -> list:
         """Each view's kernel as :func:`~bayesalign.gp.kernels._kernel_terms` (the structure of the kernels
@@ -247,11 +316,9 @@ class LatentGPModule(gpytorch.Module):
             variance = torch.stack([value.reshape(()) for value, _ in scales])  # [V]
             lengthscale = torch.stack([value.reshape(-1).expand(Q) for value, _ in lengths])  # [V, Q]
             bias, white = summed(biases), summed(whites)
-            chunk = default_chunk_size(mu.shape[0], Z.shape[1], mu.device, self.n_views)
-            F, saved = views_bound_forward(variance, lengthscale, bias, white, noise, mu, S, Z, self.padded_outputs,
-                                           self.output_widths, self.output_sq_norms, self.jitter, chunk)
-            g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = views_bound_backward(saved)
-            value = F.sum() - kl_standard_normal(mu, S)
+            value, g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = self._grouped_bound_and_gradient(
+                variance, lengthscale, bias, white, noise, mu, S, Z)
+            value = value - kl_standard_normal(mu, S)
             # gradients of -bound = -sum_v F_v + KL; KL = sum (mu^2 + S - log S - 1) / 2
             self._set_grad(self.q_mean, mu - g_mu)
             self._set_grad(self.raw_q_variance, (0.5 - 0.5 / S - g_S) * dS)
@@ -268,6 +335,60 @@ class LatentGPModule(gpytorch.Module):
                     self._set_grad(param.raw, -g_white[v] * slope)
         return value.item()
 
+    def _grouped_bound_and_gradient(self, variance, lengthscale, bias, white, noise, mu, S, Z):
+        """sum_v F_v and its gradients (variance, lengthscale, bias, white, noise [V]-stacked; mu, S [N, Q];
+        Z) through :func:`~bayesalign.gp.bound.views_bound_forward` / ``views_bound_backward``, one call per
+        group of views observing the same entities; each group's gradients in its rows' q(x) are added
+        into the entities' (no autograd graph)."""
+        if len(self._groups) == 1 and self._group_index(self._groups[0]) is None:  # every view, every entity
+            views = self._groups[0]
+            rows = self.observed(views[0])
+            mu_g, S_g = (mu, S) if rows is None else (mu[rows], S[rows])
+            chunk = default_chunk_size(mu_g.shape[0], Z.shape[1], mu.device, self.n_views)
+            F, saved = views_bound_forward(variance, lengthscale, bias, white, noise, mu_g, S_g, Z,
+                                           self.group_outputs_0, self.group_widths_0, self.group_sq_norms_0,
+                                           self.jitter, chunk)
+            g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = views_bound_backward(saved)
+            if rows is not None:
+                g_mu = torch.zeros_like(mu).index_add_(0, rows, g_mu)
+                g_S = torch.zeros_like(S).index_add_(0, rows, g_S)
+            return F.sum(), g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z
+        value = mu.new_zeros(())
+        g_var, g_ls, g_noise = torch.zeros_like(variance), torch.zeros_like(lengthscale), torch.zeros_like(noise)
+        g_bias = None if bias is None else torch.zeros_like(bias)
+        g_white = None if white is None else torch.zeros_like(white)
+        g_mu, g_S, g_Z = torch.zeros_like(mu), torch.zeros_like(S), torch.zeros_like(Z)
+        for g, views in enumerate(self._groups):
+            take = self._group_index(views)
+            rows = self.observed(views[0])
+            mu_g, S_g = (mu, S) if rows is None else (mu[rows], S[rows])
+            Z_g = Z[take] if Z.shape[0] > 1 else Z
+            chunk = default_chunk_size(mu_g.shape[0], Z.shape[1], mu.device, len(views))
+            F, saved = views_bound_forward(
+                variance[take], lengthscale[take], _take(bias, take), _take(white, take), noise[take], mu_g, S_g,
+                Z_g, getattr(self, f"group_outputs_{g}"), getattr(self, f"group_widths_{g}"),
+                getattr(self, f"group_sq_norms_{g}"), self.jitter, chunk)
+            grads = views_bound_backward(saved)
+            value = value + F.sum()
+            g_var[take] += grads[0]
+            g_ls[take] += grads[1]
+            if g_bias is not None:
+                g_bias[take] += grads[2]
+            if g_white is not None:
+                g_white[take] += grads[3]
+            g_noise[take] += grads[4]
+            if rows is None:
+                g_mu += grads[5]
+                g_S += grads[6]
+            else:
+                g_mu.index_add_(0, rows, grads[5])
+                g_S.index_add_(0, rows, grads[6])
+            if Z.shape[0] > 1:
+                g_Z[take] += grads[7]
+            else:
+                g_Z += grads[7]
+        return value, g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z
+
     @torch.no_grad()
     def normalise_latent(self) -> float:
         r"""Move to the point of highest bound among those with the same likelihood: returns the gain.
@@ -278,7 +399,8 @@ class LatentGPModule(gpytorch.Module):
         (RBF / Matern lengthscales :math:`c_q l_q`, linear variances :math:`a_q / c_q^2`; shifts only
         where no linear term looks); only :math:`\mathrm{KL}(q(X) \| N(0, I))` changes, and it is
         smallest at :math:`t_q = \bar\mu_q`, :math:`c_q^2 = N / \sum_n ((\mu_{nq} - t_q)^2 + S_{nq})`,
-        i.e. where every dimension has mean 0 and second moment 1 under q. The gain,
+        i.e. where every dimension has mean 0 and second moment 1 under q (under partial observation:
+        over the entities some view observes; the others stay at their optimum, the prior). The gain,
         :math:`\sum_q \tfrac N2 (m_q - 1 - \log m_q) + \tfrac N2 \sum_q t_q^2` with :math:`m_q` the
         second moment after the shift, is in closed form. This direction (all means, variances,
         inducing inputs and lengthscales of a dimension at once, against a pull of the KL alone) is
@@ -290,15 +412,24 @@ class LatentGPModule(gpytorch.Module):
         if any(s is None for s in symmetries):
             return 0.0
         shiftable = torch.stack([s[1] for s in symmetries]).all(0).to(self.q_mean.device)  # [Q]
+        seen = self._seen_entities()  # entities no view observes are at their optimum, the prior: left alone
         mu, S = self.q_mean, self.q_variance  # [N, Q]
+        if seen is not None:
+            mu, S = mu[seen], S[seen]
         shift = torch.where(shiftable, mu.mean(0), torch.zeros_like(mu[0]))  # [Q]
         centred = mu - shift
         scale = (mu.shape[0] / (centred.square() + S).sum(0)).sqrt()  # [Q]
         if not bool(torch.isfinite(scale).all() & (scale > 0).all()):
             return 0.0
         before = float(self.kl())
-        self.q_mean.copy_(centred * scale)
-        self.q_variance = S * scale.square()
+        if seen is None:
+            self.q_mean.copy_(centred * scale)
+            self.q_variance = S * scale.square()
+        else:
+            self.q_mean[seen] = centred * scale
+            variance = self.q_variance.clone()
+            variance[seen] = S * scale.square()
+            self.q_variance = variance
         self.inducing_inputs.copy_((self.inducing_inputs - shift) * scale)
         for rescaled, _ in symmetries:
             for leaf, cols, attribute, power in rescaled:
@@ -324,7 +455,7 @@ class LatentGPModule(gpytorch.Module):
         of view v with their q(x) (e.g. rows inferred earlier); their psi-statistics join the
         training rows' in the collapsed q(u), the kernel, noise and inducing inputs held fixed.
         """
-        mean, variance, outputs = self.q_mean, self.q_variance, self.outputs(v)
+        (mean, variance), outputs = self.view_latent(v), self.outputs(v)
         if context is not None:
             extra_mean, extra_variance, extra_outputs = context
             mean = torch.cat([mean, extra_mean])  # [N + t, Q]
@@ -335,11 +466,29 @@ class LatentGPModule(gpytorch.Module):
         return inducing_posterior(outputs, self.noise[v], L, stats.psi1, stats.psi2)
 
 
+def _take(values: torch.Tensor | None, index: torch.Tensor | None) -> torch.Tensor | None:
+    """values[index] (None: all of them; values None stays None)."""
+    return values if values is None or index is None else values[index]
+
+
 # ----------------------------------------------------------------------------------------------------
 # Input preparation and initialisation
 # ----------------------------------------------------------------------------------------------------
 def as_paired_views(data) -> tuple[list[str], list[np.ndarray]]:
     """Names and validated float64 arrays of paired views (Views, dict, list, AlignmentProblem)."""
+    names, arrays = as_views(data)
+    sizes = {name: a.shape[0] for name, a in zip(names, arrays)}
+    if len(set(sizes.values())) > 1:
+        common = max(set(sizes.values()), key=list(sizes.values()).count)
+        odd = {k: n for k, n in sizes.items() if n != common}
+        raise ValueError(f"the views must be paired (row i of every view is the same point), but their "
+                         f"numbers of rows differ: {sizes}; {sorted(odd)} differ from {common} rows "
+                         "(pass observed= to fit views of different entities)")
+    return names, arrays
+
+
+def as_views(data) -> tuple[list[str], list[np.ndarray]]:
+    """Names and validated float64 arrays of views of any numbers of rows (Views, dict, list, AlignmentProblem)."""
     if isinstance(data, AlignmentProblem):
         data = data.views
     if isinstance(data, Views):
@@ -358,13 +507,101 @@ def as_paired_views(data) -> tuple[list[str], list[np.ndarray]]:
                         f"{type(data).__name__} (use BayesianGPLVM for a single array)")
     if not arrays:
         raise ValueError("no views given")
-    sizes = {name: a.shape[0] for name, a in zip(names, arrays)}
-    if len(set(sizes.values())) > 1:
-        common = max(set(sizes.values()), key=list(sizes.values()).count)
-        odd = {k: n for k, n in sizes.items() if n != common}
-        raise ValueError(f"the views must be paired (row i of every view is the same point), but their "
-                         f"numbers of rows differ: {sizes}; {sorted(odd)} differ from {common} rows")
     return names, arrays
+
+
+def check_observed(observed, names: list[str], arrays: list[np.ndarray],
+                   n_entities=None) -> tuple[list[np.ndarray | None], int]:
+    """The entity index [N_v] of every row of each view (None: row n is entity n) and the number of entities.
+
+    ``observed``: a dict view name -> 1-D integer array (or None), or a sequence with one entry per
+    view. An entity index may repeat within a view (two rows observing the same entity).
+    """
+    sizes = [a.shape[0] for a in arrays]
+    if observed is None:
+        out = [None] * len(names)
+    elif isinstance(observed, Mapping):
+        unknown = [k for k in observed if k not in names]
+        if unknown:
+            raise ValueError(f"observed names views {unknown} that are not among the views {names}")
+        out = [observed.get(name) for name in names]
+    elif isinstance(observed, (list, tuple)):
+        if len(observed) != len(names):
+            raise ValueError(f"observed has {len(observed)} entries for {len(names)} views")
+        out = list(observed)
+    else:
+        raise TypeError(f"observed must be a dict view -> entity indices or a list with one per view, "
+                        f"got {type(observed).__name__}")
+    checked = []
+    for name, size, rows in zip(names, sizes, out):
+        if rows is None:
+            checked.append(None)
+            continue
+        rows = rows.detach().cpu().numpy() if torch.is_tensor(rows) else np.asarray(rows)
+        if rows.ndim != 1 or rows.shape[0] != size:
+            raise ValueError(f"observed[{name!r}] must be 1-D with one entity index per row of the view "
+                             f"({size}), got shape {rows.shape}")
+        if rows.dtype == bool or not np.issubdtype(rows.dtype, np.integer):
+            raise ValueError(f"observed[{name!r}] must hold integer entity indices, got dtype {rows.dtype}")
+        if size and (rows.min() < 0 or rows.max() >= 2**62):
+            bad = int(np.flatnonzero((rows < 0) | (rows >= 2**62))[0])
+            raise ValueError(f"observed[{name!r}] row {bad}: entity index {rows[bad]} is negative or too large")
+        checked.append(rows.astype(np.int64))
+    largest = max([int(r.max()) + 1 for r in checked if r is not None and r.size]
+                  + [n for n, r in zip(sizes, checked) if r is None])
+    if n_entities is None:
+        n_entities = largest
+    if not isinstance(n_entities, (int, np.integer)) or isinstance(n_entities, bool) or n_entities < largest:
+        raise ValueError(f"n_entities must be an int >= {largest} (the largest entity index + 1, and the rows of "
+                         f"every view without observed), got {n_entities!r}")
+    for name, size, rows in zip(names, sizes, checked):
+        if rows is None and size != n_entities:
+            raise ValueError(f"view {name!r} has no observed indices, so its {size} rows must be the "
+                             f"{n_entities} entities")
+    # every view observes every entity in order: the paired model, stored as such
+    if all(r is None or (r.size == n_entities and np.array_equal(r, np.arange(n_entities))) for r in checked):
+        checked = [None] * len(names)
+    return checked, int(n_entities)
+
+
+def complete_views(centred: list[np.ndarray], observed: list[np.ndarray | None], n_entities: int, rank: int,
+                   max_iter: int = 100, tol: float = 1e-6) -> list[np.ndarray]:
+    """Every view's centred outputs per entity [n_entities, D_v], the entities a view does not observe
+    filled in by a rank-``rank`` SVD of the concatenated views (hard impute: fill, truncate the SVD,
+    refill the missing blocks, repeat; Mazumder, Hastie & Tibshirani, 2010). An entity seen twice
+    in a view gets the mean of its rows. Gives the "pca" / "pca_split" / "cca" initialisations
+    their complete rows under partial observation."""
+    scaled, masks = [], []
+    for Y, rows in zip(centred, observed):
+        Y = Y / math.sqrt(max(float(np.square(Y).sum()) / Y.shape[0], 1e-300))  # equal weight per view
+        if rows is None:
+            scaled.append(Y)
+            masks.append(np.ones(n_entities, dtype=bool))
+            continue
+        counts = np.bincount(rows, minlength=n_entities)  # [n_entities]
+        block = np.zeros((n_entities, Y.shape[1]))
+        np.add.at(block, rows, Y)
+        seen = counts > 0
+        block[seen] /= counts[seen, None]
+        scaled.append(block)
+        masks.append(seen)
+    full = np.hstack(scaled)  # [n_entities, sum D]
+    missing = np.hstack([np.repeat(~m[:, None], Y.shape[1], axis=1) for m, Y in zip(masks, scaled)])
+    rank = max(1, min(rank, min(full.shape) - 1))
+    for _ in range(max_iter):
+        U, s, Vt = np.linalg.svd(full, full_matrices=False)
+        low = (U[:, :rank] * s[:rank]) @ Vt[:rank]
+        change = np.square(low[missing] - full[missing]).sum() / max(np.square(full).sum(), 1e-300)
+        full[missing] = low[missing]
+        if change < tol:
+            break
+    out, start = [], 0
+    for Y, block in zip(centred, scaled):
+        width = block.shape[1]
+        part = full[:, start:start + width]
+        out.append(part * math.sqrt(max(float(np.square(Y).sum()) / Y.shape[0], 1e-300)))
+        start += width
+    return out
 
 
 def centre_view(Y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -507,9 +744,41 @@ def cca_latent(blocks: list[np.ndarray], latent_dim: int, names: Sequence[str] |
     return X, correlations, owners
 
 
-def init_latent(init, names: list[str], centred: list[np.ndarray], latent_dim: int, seed) -> np.ndarray:
-    """Initial q(X) means [N, Q] (see the ``init`` parameter of :class:`MRD`)."""
-    N = centred[0].shape[0]
+def entity_means_from_embedding(init: LatentEmbedding, names: list[str], observed: list, n_entities: int,
+                                latent_dim: int) -> np.ndarray:
+    """Initial q(X) means [n_entities, Q] from a LatentEmbedding whose views have the rows of the fitted
+    views: each entity gets the mean of its rows' coordinates (0 where no view observes it), then the
+    common centring and scaling of :func:`init_latent`."""
+    total = np.zeros((n_entities, latent_dim))
+    counts = np.zeros(n_entities)
+    used = []
+    for name, rows in zip(names, observed):
+        means = init.means.get(name)
+        if means is None:
+            continue
+        size = n_entities if rows is None else rows.size
+        if means.shape[0] != size:
+            raise ValueError(f"init embedding of view {name!r} has {means.shape[0]} rows, the view {size}")
+        if means.shape[1] != latent_dim:
+            raise ValueError(f"init embedding has {means.shape[1]} dimensions, latent_dim is {latent_dim}")
+        index = np.arange(n_entities) if rows is None else rows
+        np.add.at(total, index, means)
+        np.add.at(counts, index, 1.0)
+        used.append(name)
+    if not used:
+        raise ValueError(f"init embedding has none of the views {names}")
+    X = np.where(counts[:, None] > 0, total / np.maximum(counts, 1.0)[:, None], 0.0)
+    X = X - X[counts > 0].mean(0)
+    X[counts == 0] = 0.0
+    scale = X.std(0).max()
+    return X / scale if scale > 0 else X
+
+
+def init_latent(init, names: list[str], centred: list[np.ndarray], latent_dim: int, seed,
+                n_rows: int | None = None) -> np.ndarray:
+    """Initial q(X) means [N, Q] (see the ``init`` parameter of :class:`MRD`); ``n_rows`` (default: the
+    rows of the first view) is N for the "random" and array initialisations."""
+    N = centred[0].shape[0] if n_rows is None else n_rows
     if isinstance(init, LatentEmbedding):
         means = [m for m in init.means.values() if m.shape[0] == N]
         if not means:
@@ -617,20 +886,35 @@ class LatentGPBase(BaseEstimator):
                         f"Kernel (copied for every view) or a list of one kernel per view; got {kernel!r}")
 
     # -- fitting --------------------------------------------------------------------------------
-    def _fit_views(self, names: list[str], arrays: list[np.ndarray]):
+    def _fit_views(self, names: list[str], arrays: list[np.ndarray], observed=None, n_entities=None):
         dtype, device = self._check_params()
-        N = arrays[0].shape[0]
+        observed, N = check_observed(observed, names, arrays, n_entities)  # N entities
         Q = int(self.latent_dim)
         if N < 2:
             raise ValueError(f"need at least 2 rows, got {N}")
+        for name, Y in zip(names, arrays):
+            if Y.shape[0] < 2:
+                raise ValueError(f"view {name!r} has {Y.shape[0]} row(s); every view needs at least 2")
+        seen = np.arange(N) if any(rows is None for rows in observed) else np.unique(np.concatenate(observed))
         M = int(self.num_inducing)
-        if M > N:
-            warnings.warn(f"num_inducing={M} is more than the {N} data points; using {N}", RuntimeWarning,
-                          stacklevel=3)
-            M = N
+        if M > seen.size:
+            warnings.warn(f"num_inducing={M} is more than the {seen.size} observed entities; using {seen.size}",
+                          RuntimeWarning, stacklevel=3)
+            M = seen.size
         prepared = [centre_view(Y, name) for name, Y in zip(names, arrays)]
         centred = [p[0] for p in prepared]
-        X0 = init_latent(self.init, names, centred, Q, self.seed)  # [N, Q]
+        partial = any(rows is not None for rows in observed)
+        if partial and isinstance(self.init, LatentEmbedding):
+            X0 = entity_means_from_embedding(self.init, names, observed, N, Q)
+        elif partial and isinstance(self.init, str) and self.init != "random":
+            X0 = init_latent(self.init, names, complete_views(centred, observed, N, Q), Q, self.seed)  # [N, Q]
+        else:
+            X0 = init_latent(self.init, names, centred, Q, self.seed, n_rows=N)  # [N, Q]
+        unseen = np.setdiff1d(np.arange(N), seen)  # entities no view observes start (and stay) at the prior
+        X0 = X0.copy()
+        X0[unseen] = 0.0
+        q_variance = np.full((N, Q), float(self.init_variance))
+        q_variance[unseen] = 1.0
         rng = as_rng(self.seed)
         n_z = len(names) if getattr(self, "inducing", "shared") == "per_view" else 1
         variances = [float(np.square(Y).sum() / Y.size) for Y in centred]  # mean column variance per view
@@ -650,13 +934,15 @@ class LatentGPBase(BaseEstimator):
             # restart 0 starts at the initialisation itself; the others at a jittered copy (30% of each
             # latent dimension's spread) with their own inducing inputs, as GPy's optimize_restarts
             X = X0 if restart == 0 else X0 + 0.3 * X0.std(0) * rng.standard_normal(X0.shape)  # [N, Q]
-            Z0 = X[rng.choice(N, size=M, replace=False)]  # [M, Q]
+            X[unseen] = 0.0
+            Z0 = X[seen[rng.choice(seen.size, size=M, replace=False)]]  # [M, Q] among the observed entities
             self.module_ = LatentGPModule(
                 outputs=[tensor(Y) for Y in centred], q_mean=tensor(X),
-                q_variance=torch.full((N, Q), float(self.init_variance), dtype=dtype, device=device),
+                q_variance=tensor(q_variance),
                 inducing_inputs=tensor(np.repeat(Z0[None], n_z, axis=0)),
                 kernels=self._make_kernels(len(names), variances, dtype, device),
-                noise=tensor(noise), noise_floor=tensor(floor), jitter=self._jitter(dtype))
+                noise=tensor(noise), noise_floor=tensor(floor), jitter=self._jitter(dtype),
+                observed=[None if rows is None else torch.as_tensor(rows, device=device) for rows in observed])
             self.history_ = np.zeros(0)
             self.history_seconds_ = np.zeros(0)
             self.n_warmup_ = 0
@@ -790,14 +1076,39 @@ class LatentGPBase(BaseEstimator):
 
     @property
     def latent_(self) -> LatentEmbedding:
-        """q(X) as a LatentEmbedding: the same means and variances for every view."""
+        """q(X) as a LatentEmbedding: per view the means and variances of the entities its rows observe,
+        in its row order (the same arrays for every view of a paired fit)."""
         self._check_fitted()
         mean = self.module_.q_mean.detach().cpu().numpy()
         var = self.module_.q_variance.detach().cpu().numpy()
-        return LatentEmbedding(means={v: mean for v in self.view_names_},
-                               variances={v: var for v in self.view_names_},
+        rows = self.observed_
+        return LatentEmbedding(means={v: mean[rows[v]] for v in self.view_names_},
+                               variances={v: var[rows[v]] for v in self.view_names_},
                                shared_dims=self._shared(self._default_threshold), method=self._method,
                                info={"elbo": self.elbo(), "relevance": self.relevance_})
+
+    @property
+    def entity_means_(self) -> np.ndarray:
+        """q(X) means [n_entities, Q], one row per entity (for a paired fit: per row)."""
+        self._check_fitted()
+        return self.module_.q_mean.detach().cpu().numpy()
+
+    @property
+    def entity_variances_(self) -> np.ndarray:
+        """q(X) diagonal variances [n_entities, Q], one row per entity."""
+        self._check_fitted()
+        return self.module_.q_variance.detach().cpu().numpy()
+
+    @property
+    def observed_(self) -> dict[str, np.ndarray]:
+        """Per view the entity index [N_v] of each of its rows (``arange`` for a paired fit)."""
+        self._check_fitted()
+        module = self.module_
+        out = {}
+        for v, name in enumerate(self.view_names_):
+            rows = module.observed(v)
+            out[name] = np.arange(module.q_mean.shape[0]) if rows is None else rows.cpu().numpy()
+        return out
 
     _default_threshold = 0.05
 

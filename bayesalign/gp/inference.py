@@ -485,7 +485,8 @@ def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol
         kernel, Z = module.kernels[view], module.inducing(view).detach()
         nearest = _nearest_rows(Y, module.outputs(view), chunk_size)  # [n]
         Q = Z.shape[1]
-        x0 = torch.cat([module.q_mean[nearest], module.q_variance[nearest].log()], 1).detach()  # [n, 2Q]
+        rows_mean, rows_variance = module.view_latent(view)  # q(x) of the view's rows [N_v, Q]
+        x0 = torch.cat([rows_mean[nearest], rows_variance[nearest].log()], 1).detach()  # [n, 2Q]
     frozen = [p for p in kernel.parameters() if p.requires_grad]
     for p in frozen:  # only q(x*) is differentiated
         p.requires_grad_(False)

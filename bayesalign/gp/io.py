@@ -107,7 +107,8 @@ def load_model(path, device=None):
         q_variance=torch.ones_like(state["q_mean"]), inducing_inputs=state["inducing_inputs"],
         kernels=[make_kernel(params["kernel"], Q, dtype=dtype).to(device) for _ in range(V)],
         noise=2.0 * state["raw_noise_constraint.lower_bound"].expand(V).clone(),
-        noise_floor=state["raw_noise_constraint.lower_bound"], jitter=float(meta["jitter"]))
+        noise_floor=state["raw_noise_constraint.lower_bound"], jitter=float(meta["jitter"]),
+        observed=[state.get(f"observed_{v}") for v in range(V)])
     module.load_state_dict(state, strict=True)
     model.module_ = module
     model.view_names_ = tuple(names)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._model import LatentGPBase, as_paired_views
+from ._model import LatentGPBase, as_paired_views, as_views
 
 __all__ = ["MRD"]
 
@@ -23,6 +23,17 @@ class MRD(LatentGPBase):
     each F_v the collapsed bound of :func:`bayesalign.gp.bound.collapsed_bound` with analytic
     psi-statistics. The ARD weights of each view's kernel (``relevance_``) switch latent dimensions
     on or off per view, which splits the latent space into shared and private parts.
+
+    Partially observed views (``fit(views, observed=...)``): one latent point per *entity*, and view
+    v observes the entities ``obs_v`` (one per row, in row order); views may then have different
+    numbers of rows, and an entity may be seen by any subset of the views. The bound is
+
+        F = sum_v F_v(Y_v; q(X)[obs_v]) - KL(q(X) || N(0, I)),
+
+    each view's collapsed bound over the entities it observes (its psi-statistics over its own
+    rows), the KL over all entities; it stays exact within the collapsed bound and costs
+    O(sum_v N_v M^2). An entity no view observes keeps its prior. With every view observing every
+    entity in order it is the paired bound above.
 
     The outputs of each view are centred (the column means are stored in ``output_means_`` and
     added back by :meth:`predict`); they are not scaled, so the noise and signal variances are in
@@ -154,7 +165,12 @@ class MRD(LatentGPBase):
     relevance_ : dict view -> array [Q]
         ARD relevance weights (variance / lengthscale^2 for RBF).
     latent_ : LatentEmbedding
-        q(X) means and variances (the same for every view), ``shared_dims`` at threshold 0.05.
+        q(X) means and variances of each view's rows (the same for every view of a paired fit),
+        ``shared_dims`` at threshold 0.05.
+    entity_means_, entity_variances_ : array [n_entities, Q]
+        q(X) per entity.
+    observed_ : dict view -> array [N_v]
+        The entity of each row of a view (``arange`` for a paired fit).
     noise_variance_ : dict view -> float
     output_means_, kept_columns_ : dict view -> array [D_v]
 
@@ -202,13 +218,30 @@ class MRD(LatentGPBase):
         self.lbfgs_memory = lbfgs_memory
         self.precondition_after = precondition_after
 
-    def fit(self, views, y=None) -> MRD:
-        """Fit to paired views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
+    def fit(self, views, y=None, observed=None, n_entities: int | None = None) -> MRD:
+        """Fit to views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
 
-        Every view must have the same number of rows (row i of every view is the same point).
+        Parameters
+        ----------
+        views
+            Without ``observed`` every view must have the same number of rows (row i of every view
+            is the same entity).
+        observed : dict view -> int array [N_v], or list (one per view), optional
+            The entity of each row of a view (indices into 0 .. n_entities - 1; an entry None, or a
+            view left out of the dict, means row n is entity n). Views may then have different
+            numbers of rows. The initialisation is per entity: "pca", "pca_split" and "cca" see the
+            views' rows of the entities they do not observe filled in by a rank-Q SVD of the
+            concatenated views (:func:`~bayesalign.gp._model.complete_views`); an init array has one
+            row per entity; a LatentEmbedding one row per row of each view (an entity gets the mean).
+        n_entities : int, optional
+            Number of entities (default: the largest index in ``observed`` + 1); entities no view
+            observes keep the prior N(0, I).
         """
-        names, arrays = as_paired_views(views)
-        return self._fit_views(names, arrays)
+        if observed is None and n_entities is None:
+            names, arrays = as_paired_views(views)
+        else:
+            names, arrays = as_views(views)
+        return self._fit_views(names, arrays, observed=observed, n_entities=n_entities)
 
     def shared_dims(self, threshold: float = 0.05) -> np.ndarray:
         """Latent dimensions relevant to every view.

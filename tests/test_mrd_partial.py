@@ -1,0 +1,269 @@
+"""Partially observed MRD: one latent point per entity, each view's bound over the entities it observes.
+
+F = sum_v F_v(Y_v; q(X)[obs_v]) - KL(q(X) || N(0, I)) is checked against the paired MRD (every entity
+observed), against single-view bounds computed separately (ours and GPy's BayesianGPLVM) on each
+view's rows, and its hand-written gradient against autograd.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bayesalign.gp import MRD, BayesianGPLVM
+from bayesalign.gp.bound import kl_standard_normal
+
+F64 = torch.float64
+
+
+def signals(N, seed):
+    """Latent signals of N entities [N, 4]: shared sin(t), and three private ones."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 4 * np.pi, N)
+    X = np.c_[np.sin(t), np.cos(2.5 * t), np.sin(1.7 * t + 1), np.cos(0.7 * t)]
+    return X + 0.05 * rng.normal(size=X.shape), rng
+
+
+def view_of(X, dims, D, rng):
+    return X[:, dims] @ rng.normal(size=(len(dims), D)) + 0.05 * rng.normal(size=(X.shape[0], D))
+
+
+def set_state(model, mu, S, Z, kernels):
+    """q(X) of every entity, the inducing inputs (copied to every view's set) and per view
+    (outputscale, lengthscales, noise)."""
+    module = model.module_
+    with torch.no_grad():
+        module.q_mean.copy_(torch.as_tensor(mu))
+        module.q_variance = torch.as_tensor(S, dtype=F64)
+        module.inducing_inputs.copy_(torch.as_tensor(Z)[None].expand_as(module.inducing_inputs))
+        for kernel, (variance, lengthscale, _) in zip(module.kernels, kernels):
+            rbf = kernel if hasattr(kernel, "outputscale") else kernel.kernels[0]
+            rbf.outputscale = variance
+            rbf.base_kernel.lengthscale = torch.as_tensor(lengthscale, dtype=F64)
+        module.noise = torch.as_tensor([noise for _, _, noise in kernels], dtype=F64)
+
+
+def gradients(module):
+    """Gradient of -bound in every parameter, by name."""
+    return {name: p.grad.detach().clone() for name, p in module.named_parameters() if p.grad is not None}
+
+
+def autograd_gradients(module, per_view=False):
+    for p in module.parameters():
+        p.grad = None
+    if per_view:  # the general path: view_bound (psi_statistics + collapsed_bound) view by view
+        bound = sum(module.view_bound(v) for v in range(module.n_views)) - module.kl()
+    else:
+        bound = module()
+    (-bound).backward()
+    return float(bound), gradients(module)
+
+
+KERNELS = [(1.7, np.array([0.7, 1.4, 2.5]), 0.15), (0.9, np.array([2.0, 0.6, 1.1]), 0.3),
+           (1.2, np.array([1.0, 3.0, 0.8]), 0.2)]
+
+
+@pytest.fixture(scope="module")
+def partial_data():
+    """42 entities (40 and 41 observed by no view); view a sees 25 of them (shuffled), b 28 with an
+    overlap of 13 with a, c 10 (overlapping a and b)."""
+    X, rng = signals(40, seed=3)
+    rows = {"a": rng.permutation(25), "b": rng.permutation(np.arange(12, 40)), "c": np.arange(5, 35, 3)}
+    views = {"a": view_of(X[rows["a"]], [0, 1], 5, rng), "b": view_of(X[rows["b"]], [0, 2], 4, rng),
+             "c": view_of(X[rows["c"]], [0, 3], 3, rng)}
+    N, Q, M = 42, 3, 7
+    mu, S, Z = rng.normal(size=(N, Q)), rng.uniform(0.05, 0.5, size=(N, Q)), rng.normal(size=(M, Q))
+    return views, rows, N, mu, S, Z
+
+
+# ----------------------------------------------------------------------------------------------------
+# every entity observed: the paired bound
+# ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("which", ["b", "both"])
+def test_every_entity_observed_in_any_order_is_the_paired_bound_and_gradient(which):
+    X, rng = signals(30, seed=5)
+    views = {"a": view_of(X, [0, 1], 5, rng), "b": view_of(X, [0, 2], 4, rng)}
+    mu, S, Z = rng.normal(size=(30, 3)), rng.uniform(0.05, 0.5, size=(30, 3)), rng.normal(size=(7, 3))
+    kwargs = dict(latent_dim=3, num_inducing=7, max_iter=0, progress=False, seed=0)
+    paired = MRD(init=mu, **kwargs).fit(views)
+    set_state(paired, mu, S, Z, KERNELS[:2])
+    perm = rng.permutation(30)
+    shuffled = {"a": views["a"][perm] if which == "both" else views["a"], "b": views["b"][perm]}
+    observed = {"a": perm, "b": perm} if which == "both" else {"b": perm}
+    partial = MRD(init=mu, **kwargs).fit(shuffled, observed=observed)
+    set_state(partial, mu, S, Z, KERNELS[:2])
+    # the same sums over rows in another order: float64 round-off (~1e-15 relative per term)
+    assert partial.elbo() == pytest.approx(paired.elbo(), rel=1e-12)
+    paired.module_.evaluate_with_gradient()
+    partial.module_.evaluate_with_gradient()
+    expected, got = gradients(paired.module_), gradients(partial.module_)
+    assert expected.keys() == got.keys()
+    for name in expected:
+        np.testing.assert_allclose(got[name].numpy(), expected[name].numpy(), rtol=1e-9, atol=1e-10, err_msg=name)
+    # the embedding gives each view its rows, in its order
+    np.testing.assert_allclose(partial.latent_.means["b"], mu[perm])
+    np.testing.assert_allclose(partial.entity_means_, mu)
+
+
+# ----------------------------------------------------------------------------------------------------
+# partial observation: sum of single-view bounds on each view's rows, minus the KL of all entities
+# ----------------------------------------------------------------------------------------------------
+def test_partial_bound_is_the_sum_of_single_view_bounds_on_their_rows_minus_the_kl_of_all(partial_data):
+    views, rows, N, mu, S, Z = partial_data
+    model = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(
+        views, observed=rows, n_entities=N)
+    set_state(model, mu, S, Z, KERNELS)
+    singles = 0.0
+    for (name, Y), kernel in zip(views.items(), KERNELS):
+        single = BayesianGPLVM(latent_dim=3, num_inducing=7, init=mu[rows[name]], max_iter=0, progress=False).fit(Y)
+        set_state(single, mu[rows[name]], S[rows[name]], Z, [kernel])
+        singles += single.elbo() + float(single.module_.kl().detach())  # F_v on the view's own rows
+    kl_all = float(kl_standard_normal(torch.as_tensor(mu), torch.as_tensor(S)))
+    # the same terms computed by different programs (one view at a time vs grouped): float64 round-off
+    assert model.elbo() == pytest.approx(singles - kl_all, rel=1e-12)
+    np.testing.assert_array_equal(model.observed_["c"], rows["c"])
+    assert model.entity_means_.shape == (N, 3)
+    for name in views:
+        np.testing.assert_allclose(model.latent_.means[name], mu[rows[name]])
+        np.testing.assert_allclose(model.latent_.variances[name], S[rows[name]])
+
+
+def test_partial_bound_equals_gpy_bayesian_gplvm_on_each_view_s_rows(partial_data):
+    GPy = pytest.importorskip("GPy")
+    views, rows, N, mu, S, Z = partial_data
+    model = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(
+        views, observed=rows, n_entities=N)
+    set_state(model, mu, S, Z, KERNELS)
+    expected = -float(kl_standard_normal(torch.as_tensor(mu), torch.as_tensor(S)))
+    ours = -float(model.module_.kl().detach())
+    for v, ((name, Y), (variance, lengthscale, noise)) in enumerate(zip(views.items(), KERNELS)):
+        r = rows[name]
+        gpy = GPy.models.BayesianGPLVM(Y - Y.mean(0), 3, X=mu[r].copy(), X_variance=S[r].copy(), num_inducing=7,
+                                       kernel=GPy.kern.RBF(3, ARD=True, variance=variance, lengthscale=lengthscale))
+        gpy.Z[:] = Z
+        gpy.likelihood.variance = noise
+        # GPy's bound includes the KL of its own rows: add it back to get F_v
+        kl_rows = float(kl_standard_normal(torch.as_tensor(mu[r]), torch.as_tensor(S[r])))
+        expected += float(np.asarray(gpy.log_likelihood()).reshape(-1)[0]) + kl_rows
+        model.module_.jitter = 1e-8 / variance  # GPy's absolute 1e-8 jitter on Kuu, ours relative to its diagonal
+        ours += float(model.module_.view_bound(v).detach())
+    # GPy's VarDTC and ours factorise differently: float64 round-off of M x M Cholesky algebra
+    assert ours == pytest.approx(expected, rel=1e-8)
+
+
+@pytest.mark.parametrize("kernel, inducing", [("rbf", "shared"), ("rbf+bias+white", "per_view"),
+                                              ("linear+white", "shared")])
+def test_partial_gradient_hand_chained_equals_autograd(partial_data, kernel, inducing):
+    views, rows, N, mu, S, Z = partial_data
+    model = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False, kernel=kernel,
+                inducing=inducing, seed=1).fit(views, observed=rows, n_entities=N)
+    module = model.module_
+    with torch.no_grad():  # (the fit starts entities no view observes at the prior: move them off it)
+        module.q_mean.copy_(torch.as_tensor(mu))
+        module.q_variance = torch.as_tensor(S)
+    value = module.evaluate_with_gradient()
+    hand = gradients(module)
+    for per_view in (False, True):
+        bound, auto = autograd_gradients(module, per_view=per_view)
+        # different programs for the same sums: float64 round-off
+        assert value == pytest.approx(bound, rel=1e-11)
+        for name in auto:
+            np.testing.assert_allclose(hand[name].numpy(), auto[name].numpy(), rtol=1e-8, atol=1e-9, err_msg=name)
+    # an entity no view observes: only its KL, whose gradient (of -bound) in mu is mu
+    np.testing.assert_allclose(hand["q_mean"][40:].numpy(), mu[40:], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------
+# fitting
+# ----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted_partial():
+    """80 entities with independent N(0, 1) signals (column 0 shared by every view, 1-3 private to a, b, c);
+    a sees entities 0-49, b 30-79 (shuffled; 20 in common with a), c every third; 80-82 no view."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 4))
+    rows = {"a": np.arange(50), "b": rng.permutation(np.arange(30, 80)), "c": np.arange(0, 80, 3)}
+    views = {"a": view_of(X[rows["a"]], [0, 1], 8, rng), "b": view_of(X[rows["b"]], [0, 2], 6, rng),
+             "c": view_of(X[rows["c"]], [0, 3], 5, rng)}
+    model = MRD(latent_dim=5, num_inducing=12, max_iter=300, warmup_iters=50, progress=False, seed=0).fit(
+        views, observed=rows, n_entities=83)
+    return X, views, rows, model
+
+
+def test_partial_fit_recovers_the_shared_signal_of_every_entity_and_leaves_unseen_ones_at_the_prior(fitted_partial):
+    X, views, rows, model = fitted_partial
+    shared = model.shared_dims()
+    assert len(shared) == 1
+    assert all(len(model.private_dims(name)) == 1 for name in views)
+    means = model.entity_means_
+    # the shared dimension carries the shared signal for all 80 entities, whichever views see them
+    # (entities 50-79 are seen by b, some also by c, none by a)
+    assert abs(np.corrcoef(means[:80, shared[0]], X[:, 0])[0, 1]) > 0.98
+    assert abs(np.corrcoef(means[50:80, shared[0]], X[50:, 0])[0, 1]) > 0.98
+    # entities 80-82 are seen by no view: q(x) = N(0, I), the optimum of their KL, where they start
+    # and where their gradient is zero
+    np.testing.assert_allclose(means[80:], 0.0, atol=1e-12)
+    np.testing.assert_allclose(model.entity_variances_[80:], 1.0, rtol=1e-12)
+    for name in views:
+        np.testing.assert_array_equal(model.latent_.means[name], means[rows[name]])
+
+
+def test_partial_fit_infers_predicts_and_round_trips(fitted_partial, tmp_path):
+    X, views, rows, model = fitted_partial
+    # rows of b inferred from b alone come back near their fitted q(x) in the dimensions b sees
+    mean, _ = model.infer("b", views["b"][:10])
+    rel = model.relevance_["b"] / model.relevance_["b"].max()
+    seen = rel > 0.05
+    fitted = model.latent_.means["b"][:10]
+    assert np.abs(mean[:, seen] - fitted[:, seen]).max() < 0.2
+    # predicting b's rows from their q(x) reproduces the data to the noise level
+    pred, _ = model.predict("b", model.latent_.means["b"], model.latent_.variances["b"])
+    residual = np.sqrt(np.mean(np.square(pred - views["b"])))
+    assert residual < 3 * np.sqrt(model.noise_variance_["b"]) + 0.05
+    path = tmp_path / "partial.npz"
+    model.save(path)
+    loaded = MRD.load(path)
+    assert loaded.elbo() == model.elbo()
+    for name in views:
+        np.testing.assert_array_equal(loaded.observed_[name], rows[name])
+    np.testing.assert_array_equal(loaded.entity_means_, model.entity_means_)
+
+
+def test_partial_init_from_an_embedding_averages_each_entity_s_rows():
+    X, rng = signals(30, seed=1)
+    rows = {"a": np.arange(20), "b": np.arange(10, 30)}
+    views = {"a": view_of(X[:20], [0, 1], 4, rng), "b": view_of(X[10:], [0, 2], 4, rng)}
+    from bayesalign.data import LatentEmbedding
+
+    base = rng.normal(size=(30, 2))
+    embedding = LatentEmbedding({"a": base[:20], "b": base[10:] + 1.0})
+    model = MRD(latent_dim=2, num_inducing=5, max_iter=0, progress=False, init=embedding).fit(views, observed=rows)
+    expected = base.copy()
+    expected[20:] += 1.0
+    expected[10:20] += 0.5  # seen by both: the mean of the two rows
+    expected -= expected.mean(0)
+    expected /= expected.std(0).max()
+    np.testing.assert_allclose(model.entity_means_, expected, atol=1e-12)
+
+
+def test_partial_bad_input_names_the_view_and_row():
+    rng = np.random.default_rng(0)
+    views = {"a": rng.normal(size=(10, 3)), "b": rng.normal(size=(8, 2))}
+    kwargs = dict(latent_dim=2, num_inducing=4, max_iter=0, progress=False)
+    with pytest.raises(ValueError, match=r"numbers of rows differ.*observed="):
+        MRD(**kwargs).fit(views)
+    with pytest.raises(ValueError, match=r"observed\[.b.\] must be 1-D with one entity index per row"):
+        MRD(**kwargs).fit(views, observed={"b": np.arange(7)})
+    with pytest.raises(ValueError, match=r"observed\['b'\] row 2: entity index -1"):
+        MRD(**kwargs).fit(views, observed={"b": np.array([0, 1, -1, 3, 4, 5, 6, 7])})
+    with pytest.raises(ValueError, match=r"observed\['b'\] must hold integer"):
+        MRD(**kwargs).fit(views, observed={"b": np.arange(8.0)})
+    with pytest.raises(ValueError, match="not among the views"):
+        MRD(**kwargs).fit(views, observed={"c": np.arange(8)})
+    with pytest.raises(ValueError, match=r"n_entities must be an int >= 12"):
+        MRD(**kwargs).fit(views, observed={"b": np.arange(4, 12)}, n_entities=11)
+    with pytest.raises(ValueError, match=r"view 'a' has no observed indices, so its 10 rows must be the 12 entities"):
+        MRD(**kwargs).fit(views, observed={"b": np.arange(4, 12)})
+    with pytest.raises(ValueError, match="init array must have shape"):
+        MRD(**{**kwargs, "init": np.zeros((10, 2))}).fit(views, observed={"a": np.arange(10), "b": np.arange(4, 12)})
