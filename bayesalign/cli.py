@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import signal
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ import numpy as np
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 ANCHORS_HELP = """\
 anchors file (.csv, .tsv, .txt): known pairs. A cell is a row name (when the view file has row
@@ -132,9 +134,72 @@ def _view_names(paths, names) -> list[str]:
     return [f"{stem}{i}" for i, stem in enumerate(stems)]
 
 
+def _check_outputs(outputs: dict, inputs: dict) -> None:
+    """Refuse, before any fit, an output path that is an input file, is named twice, is a directory,
+    or cannot be written (its folder is not writable, or it is a read-only file)."""
+    import os
+    import tempfile
+
+    from .io import _split_key
+
+    def same(a: Path, b: Path) -> bool:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)  # also a hard link or another spelling of one file
+        return os.path.realpath(a) == os.path.realpath(b)
+
+    given = {flag: Path(path) for flag, path in outputs.items() if path}
+    for flag, path in given.items():
+        for what, source in inputs.items():
+            if same(path, _split_key(source)[0]):
+                raise CommandError(f"{flag} {path} is the {what}: it would be overwritten; write elsewhere")
+        for other, other_path in given.items():
+            if other < flag and same(path, other_path):
+                raise CommandError(f"{other} and {flag} name the same file {path}")
+        if path.is_dir():
+            raise CommandError(f"{flag} {path}: is a directory; give a file name")
+        folder = Path(os.path.realpath(path)).parent
+        while not folder.exists():  # the writer creates missing folders: the nearest existing one must take them
+            folder = folder.parent
+        if not folder.is_dir():
+            raise CommandError(f"{flag} {path}: {folder} is not a directory")
+        try:  # a real probe: os.access is always true for root and blind to read-only file systems
+            fd, probe = tempfile.mkstemp(prefix=".bayesalign-probe.", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise CommandError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+        if path.exists() and not os.access(path, os.W_OK):
+            raise CommandError(f"{flag} {path}: the file is read-only")
+
+
+def _check_device(text: str | None) -> None:
+    """Refuse, before any fit, a ``--device`` torch cannot use here."""
+    if text is None:
+        return
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError) as exc:
+        raise CommandError(f"--device {text!r} is not a torch device ({_one_line(exc)}); e.g. cpu, cuda, "
+                           "cuda:1") from None
+    if device.type == "cpu":
+        return
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise CommandError(f"--device {text}: no CUDA device is available to this torch; use --device cpu")
+        if device.index is not None and device.index >= count:
+            raise CommandError(f"--device {text}: there are {count} CUDA device(s), numbered from 0")
+        return
+    if device.type == "mps" and torch.backends.mps.is_available():
+        return
+    raise CommandError(f"--device {text}: not available here; use cpu or cuda")
+
+
 def cmd_align(args) -> int:
     from .data import AlignmentProblem, Views
-    from .io import read_anchors, read_view, write_embedding, write_matches
+    from .io import read_anchors, read_view, write_outputs
     from .registry import get_method, run_method
 
     if args.list_methods:
@@ -154,6 +219,12 @@ def cmd_align(args) -> int:
         raise CommandError(f"--latent-dim must be at least 1, got {args.latent_dim}")
     options = _parse_options(args.options)
     names = _view_names(args.views, args.names)
+    # every output and the device are checked before anything is read or fitted
+    inputs = {f"view file {path}": path for path in args.views}
+    if args.anchors:
+        inputs[f"anchors file {args.anchors}"] = args.anchors
+    _check_outputs({"--out": args.out, "--embedding": args.embedding}, inputs)
+    _check_device(args.device)
     files = [read_view(path, name, True if args.row_names else None) for path, name in zip(args.views, names)]
     anchors = read_anchors(args.anchors, files) if args.anchors else []
     if not spec.available:  # imports the method's module: after the cheap checks of the files
@@ -166,11 +237,11 @@ def cmd_align(args) -> int:
                         matcher=args.matcher, cost=args.cost, cost_limit=args.cost_limit, progress=True,
                         options=options)
     anchor_list = [problem.anchors_between(a, b) for a, b in result.alignments]
-    write_matches(args.out, list(result.alignments.values()), anchor_list, files)
-    if args.embedding:
-        if result.embedding is None:
-            raise CommandError(f"{args.method} gives no latent coordinates to write to {args.embedding}")
-        write_embedding(args.embedding, result.embedding, files)
+    if args.embedding and result.embedding is None:
+        raise CommandError(f"{args.method} gives no latent coordinates to write to {args.embedding}")
+    # all outputs or none: each is complete in its temporary file before any replaces its path
+    write_outputs(args.out, list(result.alignments.values()), anchor_list, files,
+                  embedding_path=args.embedding, embedding=result.embedding)
     for (a, b), al in result.alignments.items():
         has_probs = al.probabilities is not None and len(al) > 0
         conf = f", mean confidence {np.mean(al.probabilities):.3f}" if has_probs else ""
@@ -315,6 +386,7 @@ def _add_demo(sub) -> None:
 def cmd_demo(args) -> int:
     from . import compare
 
+    _check_device(args.device)
     frame, paths = compare.demo(args.out, dataset=args.dataset, seed=args.seed, device=args.device, log=_say)
     print(compare.markdown_summary(frame))
     _say("wrote " + ", ".join(str(p) for p in paths))
@@ -355,12 +427,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    previous = _terminate_cleanly()
     try:
         return args.run(args)
-    except KeyboardInterrupt:
-        _say("bayesalign: interrupted")
-        return 130
-    except (CommandError, InputError, UnknownMethodError, FileNotFoundError) as exc:
+    except KeyboardInterrupt:  # Ctrl-C: stop at once; every output is as it was (written only at the end)
+        _say(f"bayesalign {args.command}: interrupted; no output written")
+        return EXIT_INTERRUPTED
+    except (CommandError, InputError, UnknownMethodError, OSError) as exc:  # OSError: a full disk, a permission
         if debug:
             raise
         _say(f"bayesalign {args.command}: error: {_one_line(exc)}")
@@ -376,6 +449,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"bayesalign {args.command}: internal error: {type(exc).__name__}: {_one_line(exc)} "
              "(run with --debug for the traceback)")
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_cleanly():
+    """Turn SIGTERM into ``SystemExit(143)`` while the command runs, so that ``finally`` blocks run
+    (a writer removes its temporary file) instead of the process vanishing mid-write. Returns the
+    previous handler (None where signals cannot be set: not the main thread)."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread of the main interpreter
+        return None
 
 
 def _one_line(exc: BaseException) -> str:

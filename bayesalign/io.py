@@ -452,9 +452,31 @@ def write_matches(path, alignments, anchors, views) -> None:
     write_table(path, matches_frame(alignments, anchors, views))
 
 
+def write_outputs(matches_path, alignments, anchors, views, *, embedding_path=None, embedding=None) -> None:
+    """Write the matches (:func:`write_matches`) and, with ``embedding_path``, the latent coordinates
+    (:func:`write_embedding`) all or none: both are complete in their temporary files before either
+    replaces its path, and an error or interrupt while writing leaves both paths as they were."""
+    import contextlib
+
+    frame = matches_frame(alignments, anchors, views)
+    arrays = _embedding_arrays(embedding, views) if embedding_path else None
+    with contextlib.ExitStack() as stack:
+        matches_handle = stack.enter_context(atomic_write(matches_path, "w", newline=""))
+        embedding_handle = stack.enter_context(atomic_write(embedding_path, "wb")) if arrays else None
+        frame.to_csv(matches_handle, index=False)
+        if embedding_handle is not None:
+            np.savez(embedding_handle, **arrays)
+
+
 def write_embedding(path, embedding: LatentEmbedding, views: Sequence[ViewFile] = ()) -> None:
     """Write latent coordinates to ``.npz`` atomically: ``means_<view>``, ``variances_<view>`` (if any),
     ``row_names_<view>`` (if the view has names), ``shared_dims`` and ``method``."""
+    arrays = _embedding_arrays(embedding, views)
+    with atomic_write(path, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def _embedding_arrays(embedding: LatentEmbedding, views: Sequence[ViewFile]) -> dict:
     arrays = {"shared_dims": np.asarray(embedding.shared_dims), "method": np.asarray(embedding.method)}
     names = {v.name: v.row_names for v in views}
     for view, mean in embedding.means.items():
@@ -463,8 +485,7 @@ def write_embedding(path, embedding: LatentEmbedding, views: Sequence[ViewFile] 
             arrays[f"variances_{view}"] = embedding.variances[view]
         if names.get(view) is not None:
             arrays[f"row_names_{view}"] = np.asarray(names[view])
-    with atomic_write(path, "wb") as handle:
-        np.savez(handle, **arrays)
+    return arrays
 
 
 def markdown_table(frame, floatfmt: str = ".3g") -> str:

@@ -2,8 +2,11 @@
 
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -373,3 +376,155 @@ def test_build_maps_common_settings_onto_each_class():
     assert (m.latent_dim, m.seed, m.device, m.progress, m.kwargs) == (3, 7, "cuda", False, {"max_iter": 10})
     with pytest.raises(ValueError, match="Spectral has no option 'max_iter'"):
         _build(Spectral, max_iter=10)
+
+
+# trustworthy outputs: interrupts, refusals before the fit, all-or-none writes ------------------------
+MAD_FOREVER = ["--method", "mad", "--latent-dim", "2", "--set", "num_inducing=6", "--set", "max_iter=1000000",
+               "--set", "warmup_iters=10", "--set", "tol=0"]
+
+
+def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(files):
+    """Ctrl-C (SIGINT) while `bayesalign align --method mad` fits: the command stops at once with exit
+    status 130, the existing output file is unchanged and no temporary file is left."""
+    folder, _, _ = files
+    out = folder / "m.csv"
+    out.write_text("previous results\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    argv = [sys.executable, "-m", "bayesalign.cli", "align", folder / "a.csv", folder / "b.npy", "--anchors",
+            folder / "pairs.csv", *MAD_FOREVER, "--out", out]
+    proc = subprocess.Popen([str(a) for a in argv], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stderr:  # the line printed just before the fit starts
+            if "anchor pairs" in line:
+                break
+        time.sleep(1.0)  # well inside the fit (a million evaluations)
+        assert proc.poll() is None, "the fit ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted; no output written" in err
+    assert out.read_text() == "previous results\n"
+    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_an_interrupted_fit_writes_nothing(files, capsys, monkeypatch):
+    """In process: KeyboardInterrupt from the method -> 130, no output file appears."""
+    from bayesalign import registry
+
+    folder, _, _ = files
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(registry, "run_method", interrupted)
+    code, _, err = run(["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv",
+                        "--method", SPECTRAL[0], "--out", folder / "m.csv", "--embedding", folder / "e.npz"], capsys)
+    assert code == 130 and "interrupted" in err
+    assert not (folder / "m.csv").exists() and not (folder / "e.npz").exists()
+
+
+@pytest.mark.parametrize("target", ["a.csv", "b.npy", "pairs.csv", "./sub/../b.npy"])
+def test_out_naming_an_input_file_is_refused(files, capsys, target):
+    folder, _, _ = files
+    (folder / "sub").mkdir()
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    for flag in ("--out", "--embedding"):
+        outputs = {"--out": folder / "m.csv", "--embedding": folder / "e.npz"}
+        outputs[flag] = folder / target
+        code, _, err = run(["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv",
+                            "--method", SPECTRAL[0], *(x for kv in outputs.items() for x in kv)], capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"{flag} " in err and "would be overwritten" in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("case", ["directory", "folder is a file", "same file twice", "bad device",
+                                  "no cuda", "embedding is a directory"])
+def test_bad_outputs_and_device_fail_before_the_fit(files, capsys, case):
+    """Exit 2 with one line before any view is read or fitted (the line announcing the fit never comes),
+    and nothing is written."""
+    folder, _, _ = files
+    (folder / "outdir").mkdir()
+    (folder / "plain").write_text("a file\n")
+    out, embedding, extra = folder / "m.csv", folder / "e.npz", []
+    expected = {"directory": "is a directory", "folder is a file": "is not a directory",
+                "same file twice": "name the same file", "bad device": "not a torch device",
+                "no cuda": "no CUDA device", "embedding is a directory": "is a directory"}[case]
+    if case == "directory":
+        out = folder / "outdir"
+    elif case == "folder is a file":
+        out = folder / "plain" / "m.csv"
+    elif case == "same file twice":
+        embedding = out
+    elif case == "bad device":
+        extra = ["--device", "gpu-please"]
+    elif case == "no cuda":
+        if __import__("torch").cuda.is_available():
+            pytest.skip("this machine has CUDA")
+        extra = ["--device", "cuda"]
+    else:
+        embedding = folder / "outdir"
+    before = sorted(p.name for p in folder.rglob("*"))
+    code, _, err = run(["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv",
+                        "--method", "mad", "--out", out, "--embedding", embedding, *extra], capsys)
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    assert "anchor pairs" not in err  # refused before the fit was announced
+    assert sorted(p.name for p in folder.rglob("*")) == before
+
+
+def test_outputs_are_written_all_or_none(files, capsys, monkeypatch):
+    """A failure while writing the embedding leaves the matches file as it was too."""
+    folder, _, _ = files
+    out, embedding = folder / "m.csv", folder / "e.npz"
+    out.write_text("previous results\n")
+
+    def crash(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", crash)
+    code, _, err = run(["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv",
+                        "--method", SPECTRAL[0], "--out", out, "--embedding", embedding], capsys)
+    assert code == 2 and "No space left" in err
+    assert out.read_text() == "previous results\n" and not embedding.exists()
+    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_replacing_an_output_keeps_its_mode_and_writes_through_a_link(files, capsys):
+    folder, _, _ = files
+    argv = ["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv", "--method",
+            SPECTRAL[0], "--out"]
+    private = folder / "private.csv"
+    private.write_text("old\n")
+    private.chmod(0o600)
+    assert run([*argv, private], capsys)[0] == 0
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and len(pd.read_csv(private)) == 40
+    (folder / "results").mkdir()
+    target = folder / "results" / "m.csv"
+    target.write_text("old\n")
+    link = folder / "latest.csv"
+    link.symlink_to(target)
+    assert run([*argv, link], capsys)[0] == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert len(pd.read_csv(target)) == 40
+
+
+def test_sigterm_mid_write_leaves_no_temporary_file(tmp_path):
+    """The command turns SIGTERM into SystemExit(143), so a writer killed mid-write removes its
+    temporary file and leaves the old output."""
+    out = tmp_path / "m.csv"
+    out.write_text("previous results\n")
+    script = ("import os, signal, sys\n"
+              "from bayesalign import cli\n"
+              "from bayesalign._utils import atomic_write\n"
+              "cli._terminate_cleanly()\n"
+              "with atomic_write(sys.argv[1]) as handle:\n"
+              "    handle.write('half of it')\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    handle.write('never')\n")
+    done = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert out.read_text() == "previous results\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv"]
