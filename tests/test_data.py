@@ -188,3 +188,58 @@ def test_alignment_rejects_bad_probabilities():
         Alignment(("a", "b"), [0], [0], probabilities=[1.5])
     with pytest.raises(ValueError, match="out of range"):
         Alignment(("a", "b"), [0, 3], [0, 1], n_a=2, n_b=2)
+
+
+# Boundary cases of the issue "trustworthy results" ------------------------------------------------
+def test_views_accept_int_bool_and_nullable_frame_columns_as_float():
+    frame = pd.DataFrame({"i": [1, 2, 3], "b": [True, False, True],
+                          "n": pd.array([4, 5, 6], dtype="Int64"), "f": [0.5, 1.5, 2.5]})
+    views = Views({"a": frame, "b": np.zeros((2, 1))})
+    np.testing.assert_array_equal(views["a"], [[1, 1, 4, 0.5], [2, 0, 5, 1.5], [3, 1, 6, 2.5]])
+    frame.loc[1, "n"] = pd.NA  # a missing value is named, not turned into a "dtype object" error
+    with pytest.raises(ValueError, match=r"view 'a': non-finite value nan at row 1, column 2"):
+        Views({"a": frame, "b": np.zeros((2, 1))})
+
+
+def test_views_refuse_a_mask_and_accept_an_empty_one():
+    data = np.ma.masked_array(np.arange(6.0).reshape(3, 2), mask=[[0, 0], [0, 1], [0, 0]])
+    with pytest.raises(ValueError, match=r"view 'a': a masked array with 1 masked value\(s\) \(the first at "
+                                         r"index \(1, 1\)\)"):
+        Views({"a": data, "b": np.zeros((2, 1))})
+    data.mask = False  # nothing masked: the values are all data
+    np.testing.assert_array_equal(Views({"a": data, "b": np.zeros((2, 1))})["a"], np.arange(6.0).reshape(3, 2))
+
+
+@pytest.mark.parametrize("value", [1e154, -3e160, 1e307])
+def test_views_name_a_badly_scaled_view(value):
+    data = rng_views()
+    data["b"][2, 1] = value
+    with pytest.raises(ValueError, match=r"view 'b' is badly scaled: .* \(row 2, column 1\).* standardise"):
+        Views(data)
+    # the limit is the overflow of a sum of squares: 1e100 is large but safe
+    data["b"][2, 1] = 1e100
+    assert Views(data)["b"][2, 1] == 1e100
+
+
+def test_uint64_anchor_indices_neither_wrap_nor_collide():
+    big = np.array([2 ** 63, 1], dtype=np.uint64)  # would wrap to -2^63, i.e. "the last row"
+    with pytest.raises(ValueError, match=r"index_a: row index 9223372036854775808 is too large"):
+        Correspondence(("a", "b"), big, [0, 1])
+    with pytest.raises(ValueError, match=r"index_b: row index 1.8446744073709552e\+19 is too large"):
+        Correspondence(("a", "b"), [0, 1], np.array([2.0 ** 64, 1.0]))
+    # near 2^62 a key a * (max b + 1) + b overflowed and two different pairs looked like one
+    near = 2 ** 62
+    pairs = Correspondence(("a", "b"), np.array([near + 1, near], dtype=np.uint64),
+                           np.array([near, near], dtype=np.uint64))
+    assert pairs.pairs.tolist() == [[near + 1, near], [near, near]]
+    with pytest.raises(ValueError, match=r"duplicated pair \(4611686018427387904, 3\)"):
+        Correspondence(("a", "b"), [near, 1, near], [3, 2, 3])
+    with pytest.raises(ValueError, match=r"row 4611686018427387905 is out of range for view 'a' with 6 rows"):
+        AlignmentProblem(rng_views(), anchors=pairs.reversed().reversed())
+
+
+def test_labels_of_an_unknown_view_are_a_value_error_naming_it():
+    with pytest.raises(ValueError, match=r"labels name view 'c', which does not exist; views are \['a', 'b'\]"):
+        AlignmentProblem(rng_views(), labels={"c": np.zeros(6)})
+    with pytest.raises(ValueError, match=r"labels name view 0"):
+        AlignmentProblem(rng_views(), labels={0: np.zeros(6)})

@@ -19,9 +19,15 @@ def _index_array(values, what: str) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.integer):
         if np.issubdtype(array.dtype, np.floating) and np.all(np.isfinite(array)) \
                 and np.all(array == np.round(array)):
+            if (np.abs(array) >= 2.0 ** 53).any():  # beyond 2^53 a float is no exact integer
+                raise ValueError(f"{what}: row index {array[np.abs(array) >= 2.0 ** 53][0]:.17g} is too large "
+                                 "to be a row index")
             array = array.astype(np.int64)
         else:
             raise TypeError(f"{what}: row indices must be integers, got dtype {array.dtype}")
+    if array.dtype == np.uint64 and (array > np.iinfo(np.int64).max).any():  # would wrap to negative
+        raise ValueError(f"{what}: row index {int(array[array > np.iinfo(np.int64).max][0])} is too large to be "
+                         "a row index")
     if (array < 0).any():
         raise ValueError(f"{what}: negative row index {int(array[array < 0][0])}")
     return array.astype(np.int64)
@@ -60,9 +66,8 @@ class Correspondence:
         b = _index_array(self.index_b, f"correspondence {views}: index_b")
         if a.shape != b.shape:
             raise ValueError(f"correspondence {views}: index_a has {a.size} entries, index_b {b.size}")
-        if a.size:
-            keys = a * (int(b.max()) + 1) + b
-            uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        if a.size:  # unique rows of the pairs themselves (a key such as a * (max b + 1) + b can overflow)
+            _, first, counts = np.unique(np.stack([a, b], 1), axis=0, return_index=True, return_counts=True)
             if (counts > 1).any():
                 k = first[np.argmax(counts > 1)]
                 raise ValueError(f"correspondence {views}: duplicated pair ({a[k]}, {b[k]})")

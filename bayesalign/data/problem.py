@@ -68,7 +68,8 @@ class AlignmentProblem:
         self.truth = _as_correspondences(truth, self.views, "truth")
         self.labels = {}
         for view, lab in (labels or {}).items():
-            self.views.name_of(view)
+            if view not in self.views.names:
+                raise ValueError(f"labels name view {view!r}, which does not exist; views are {list(self.views.names)}")
             lab = np.asarray(lab).copy()
             if lab.shape != (self.views.n_samples[view],):
                 raise ValueError(f"labels of view {view!r}: expected shape ({self.views.n_samples[view]},), "

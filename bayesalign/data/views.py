@@ -18,8 +18,10 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
     TypeError
         If the data are not numeric (strings, objects).
     ValueError
-        If the data are not 2-D, are empty, or contain NaN / inf; the message
-        names the view and the first offending row and column.
+        If the data are not 2-D, are empty, contain NaN / inf, are a masked array
+        with masked values, or are so badly scaled that their squares overflow
+        (values around 1e154); the message names the view and the first
+        offending row and column.
     """
     if hasattr(data, "to_numpy") and hasattr(data, "columns"):  # pandas DataFrame
         from pandas.api.types import is_bool_dtype, is_numeric_dtype
@@ -28,7 +30,17 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
                        if not (is_numeric_dtype(t) or is_bool_dtype(t))]
         if non_numeric:
             raise TypeError(f"view {name!r}: non-numeric column(s) {non_numeric[:5]}")
-        data = data.to_numpy()
+        # int, bool and nullable (Int64, boolean) columns as float; a missing value (pd.NA) becomes NaN,
+        # reported below with its row and column
+        data = data.to_numpy(dtype=np.float64, na_value=np.nan)
+    if isinstance(data, np.ma.MaskedArray):
+        masked = np.ma.getmaskarray(data)
+        if masked.any():  # a mask is never ignored: the masked values are not data
+            where = tuple(int(i) for i in np.argwhere(masked)[0])
+            raise ValueError(f"view {name!r}: a masked array with {int(masked.sum())} masked value(s) (the first "
+                             f"at index {where}); bayesalign does not ignore masks: drop those rows or fill them "
+                             "(data.filled(value)) first")
+        data = np.ma.getdata(data)
     try:
         array = np.asarray(data)
     except Exception as exc:  # ragged nested lists and the like
@@ -56,8 +68,25 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
             f"view {name!r}: non-finite value {array[row, col]} at row {row}, column {col} "
             f"({count} non-finite value(s) in all)"
         )
+    _check_scale(array, name)
     array.setflags(write=False)
     return array
+
+
+#: The largest sum of squares of a view's values accepted (a millionth of float64's range): distances,
+#: Gram matrices and variances of every method sum squares of the values, and overflow above it.
+MAX_SUM_OF_SQUARES = np.finfo(np.float64).max * 1e-6
+
+
+def _check_scale(array: np.ndarray, name: str) -> None:
+    """Refuse values whose squares, summed over the view, overflow float64 (values around 1e154 and
+    up), naming the view: later they would fail as an unrelated error deep inside a method."""
+    largest = float(np.abs(array).max())
+    if largest * largest * array.size > MAX_SUM_OF_SQUARES:  # overflows to inf there, which also fails
+        row, col = np.unravel_index(int(np.abs(array).argmax()), array.shape)
+        raise ValueError(f"view {name!r} is badly scaled: values up to {largest:.3g} (row {row}, column {col}) "
+                         f"overflow float64 once squared and summed over its {array.size} values; standardise "
+                         "the view (e.g. divide each column by its standard deviation)")
 
 
 class Views(Mapping):
