@@ -5,12 +5,15 @@ See :mod:`bayesalign.gp.svi.model` for the generative model and its bound.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Mapping
 
+import gpytorch
 import numpy as np
 import torch
+from gpytorch.optim import NGD
 from pyro.infer import TraceMeanField_ELBO
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
@@ -36,7 +39,8 @@ def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
     elif isinstance(data, (list, tuple)):
         pairs = [(f"view{i}", a) for i, a in enumerate(data)]
     else:
-        raise TypeError(f"expected Views, an AlignmentProblem, or a dict / list of 2-D arrays, got {type(data).__name__}")
+        raise TypeError("expected Views, an AlignmentProblem, or a dict / list of 2-D arrays, got "
+                        f"{type(data).__name__}")
     if len(pairs) < 1:
         raise ValueError("no views given")
     names, arrays = [], []
@@ -93,8 +97,9 @@ class StochasticMRD(BaseEstimator):
         ``"gaussian"``, ``"bernoulli"`` (probit, y in {0, 1}), ``"poisson"`` or ``"negative_binomial"``
         (counts; log link) for every view, or one per view (a list, or a dict view name -> name;
         views not named are Gaussian).
-    kernel : str
-        A name for :func:`~bayesalign.gp.make_kernel` (ARD), one kernel per view.
+    kernel : str or gpytorch Kernel
+        A name for :func:`~bayesalign.gp.make_kernel` (ARD), or a kernel copied for every view; one
+        kernel per view. Priors registered on it (and on the likelihoods) enter the ELBO.
     init : {"pca", "random"}, LatentEmbedding or array [N, Q]
         Initial q(X) means (as :class:`~bayesalign.gp.MRD`; missing entries and unobserved entities
         are filled in by a low-rank SVD first).
@@ -124,6 +129,12 @@ class StochasticMRD(BaseEstimator):
         Epochs per window of the convergence test.
     num_particles : int
         Samples of X per step.
+    natural_gradient_lr : float or None
+        Step size of natural-gradient descent on q(u) of the Gaussian views (GPyTorch's ``NGD`` on a
+        ``NaturalVariationalDistribution``; Salimbeni, Eleftheriadis & Hensman, 2018), the other
+        parameters taking Adam steps; None: Adam on a Cholesky-parameterised q(u) for every view.
+        Adam alone moves q(u) of a Gaussian view slowly toward its optimum, which the collapsed bound
+        reaches in closed form.
     jitter : float
         Diagonal jitter of K_uu (GPyTorch's ``jitter_val``), relative to the kernel's initial variance.
     seed : int or None
@@ -179,8 +190,8 @@ class StochasticMRD(BaseEstimator):
                  init="pca", init_variance: float = 0.1, snr: float = 100.0, latent_prior="normal",
                  time_lengthscale: float = 1.0, batch_size: int = 256, max_epochs: int = 500,
                  learning_rate: float = 0.01, final_lr_fraction: float = 0.1, tol: float = 1e-4, window: int = 20,
-                 num_particles: int = 1, jitter: float = 1e-6, seed=None, device=None, dtype=torch.float64,
-                 progress: bool = True):
+                 num_particles: int = 1, natural_gradient_lr: float | None = 0.1, jitter: float = 1e-6, seed=None,
+                 device=None, dtype=torch.float64, progress: bool = True):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.likelihood = likelihood
@@ -197,6 +208,7 @@ class StochasticMRD(BaseEstimator):
         self.tol = tol
         self.window = window
         self.num_particles = num_particles
+        self.natural_gradient_lr = natural_gradient_lr
         self.jitter = jitter
         self.seed = seed
         self.device = device
@@ -279,12 +291,18 @@ class StochasticMRD(BaseEstimator):
         gps, liks = [], []
         for Y, lik, var in zip(targets, likelihoods, variances):
             signal = max(var, 1e-12) if lik == "gaussian" else 1.0
-            kernel = make_kernel(self.kernel, Q, variance=signal, dtype=dtype)
+            if isinstance(self.kernel, str):
+                kernel = make_kernel(self.kernel, Q, variance=signal, dtype=dtype)
+            elif isinstance(self.kernel, gpytorch.kernels.Kernel):
+                kernel = copy.deepcopy(self.kernel).to(dtype=dtype)  # the caller's module is never changed
+            else:
+                raise TypeError(f"kernel must be a name for make_kernel or a gpytorch Kernel, got {self.kernel!r}")
             gps.append(ViewGP(tensor(Z0), Y.shape[1], kernel, constant_mean=lik != "gaussian",
-                              jitter=float(self.jitter) * signal))
+                              jitter=float(self.jitter) * signal,
+                              natural=lik == "gaussian" and self.natural_gradient_lr is not None))
             liks.append(make_likelihood(lik, noise=max(var, 1e-12) / self.snr))
         rows = []
-        for Y, r in zip(targets, observed):
+        for r in observed:
             if r is None:
                 rows.append(None)
                 continue
@@ -345,8 +363,11 @@ class StochasticMRD(BaseEstimator):
         steps = math.ceil(N / B)
         epochs = int(self.max_epochs)
         loss_fn = TraceMeanField_ELBO(num_particles=int(self.num_particles), vectorize_particles=False)
-        params = list(model.parameters())
+        natural = [p for name, p in model.named_parameters() if "natural_" in name]
+        params = [p for name, p in model.named_parameters() if "natural_" not in name]
         optimiser = torch.optim.Adam(params, lr=float(self.learning_rate))
+        # the loss is the ELBO itself, not divided by N as GPyTorch's VariationalELBO: num_data=1
+        ngd = NGD(natural, num_data=1, lr=float(self.natural_gradient_lr)) if natural else None
         gamma = float(self.final_lr_fraction) ** (1.0 / max(epochs, 1))
         schedule = torch.optim.lr_scheduler.ExponentialLR(optimiser, gamma=gamma)
         device = model.q_x.mean.device
@@ -362,12 +383,16 @@ class StochasticMRD(BaseEstimator):
                 for s in range(steps):
                     idx = order[s * B:(s + 1) * B]
                     optimiser.zero_grad(set_to_none=True)
+                    if ngd is not None:
+                        ngd.zero_grad(set_to_none=True)
                     loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
                     if not torch.isfinite(loss):
                         raise FloatingPointError(f"the ELBO became {loss.item()} at epoch {len(history) + 1}; "
                                                  "lower learning_rate or use float64")
                     loss.backward()
                     optimiser.step()
+                    if ngd is not None:
+                        ngd.step()
                     total += -loss.item()
                 history.append(total / steps)
                 schedule.step()
@@ -411,6 +436,39 @@ class StochasticMRD(BaseEstimator):
                 total += -float(loss_fn.differentiable_loss(scaled(model.model), scaled(model.guide), idx))
         return total
 
+    def load_collapsed(self, mrd) -> StochasticMRD:
+        """Set q(X), the kernels, noise variances, inducing inputs and q(U) to those of a fitted collapsed
+        :class:`~bayesalign.gp.MRD` on the same Gaussian views, q(U) at the collapsed bound's optimum
+        (Titsias, 2009, eq. 10), whitened: mean ``L' alpha``, covariance ``B^-1 = I - L' W L``.
+
+        At that point the ELBO here equals the collapsed bound (Titsias & Lawrence, 2010: the collapsed
+        bound is the uncollapsed one maximised in q(U)), up to the Monte Carlo error of sampling X and
+        the jitter GPyTorch adds to k(x, x): a check of both engines against each other.
+        """
+        self._check_fitted()
+        source = mrd.module_
+        if tuple(mrd.view_names_) != self.view_names_ or any(n != "gaussian" for n in self.likelihoods_.values()):
+            raise ValueError("load_collapsed needs the same views, all Gaussian, as the collapsed MRD")
+        model = self.model_
+        with torch.no_grad():
+            model.q_x.mean.copy_(source.q_mean.to(model.q_x.mean))
+            model.q_x.variance = source.q_variance
+            for v, (gp, lik) in enumerate(zip(model.gps, model.likelihoods)):
+                gp.covar_module.load_state_dict(source.kernels[v].state_dict())
+                strategy = gp.variational_strategy
+                strategy.inducing_points.copy_(source.inducing(v).to(strategy.inducing_points))
+                Kuu = source.kuu(v)
+                jitter = Kuu.diagonal() - source.kernels[v](source.inducing(v)).to_dense().diagonal()
+                strategy.jitter_val = float(jitter.mean())  # the same Kuu + jitter as the collapsed bound
+                lik.noise = source.noise[v].reshape(1).to(model.q_x.mean)
+                post = source.posterior(v)
+                L = post.L  # [M, M]
+                eye = torch.eye(L.shape[0], dtype=L.dtype, device=L.device)
+                mean = (L.mT @ post.alpha).mT  # [D, M] whitened mean of q(u)
+                covariance = eye - L.mT @ post.woodbury_inv @ L  # [M, M] B^-1, the same for every output
+                gp.set_inducing_distribution(mean, 0.5 * (covariance + covariance.mT))
+        return self
+
     @property
     def latent_mean_(self) -> np.ndarray:
         self._check_fitted()
@@ -450,7 +508,8 @@ class StochasticMRD(BaseEstimator):
     @property
     def noise_variance_(self) -> dict[str, float]:
         self._check_fitted()
-        return {name: float(lik.noise.detach().reshape(())) for name, lik in zip(self.view_names_, self.model_.likelihoods)
+        pairs = zip(self.view_names_, self.model_.likelihoods)
+        return {name: float(lik.noise.detach().reshape(())) for name, lik in pairs
                 if self.likelihoods_[name] == "gaussian"}
 
     @property
@@ -489,7 +548,8 @@ class StochasticMRD(BaseEstimator):
         if Y.ndim == 1:
             Y = Y[None]
         if Y.ndim != 2 or Y.shape[1] != self.n_features_in_[name]:
-            raise ValueError(f"Y_new for view {name!r} must have {self.n_features_in_[name]} columns, got shape {Y.shape}")
+            raise ValueError(f"Y_new for view {name!r} must have {self.n_features_in_[name]} columns, got shape "
+                             f"{Y.shape}")
         check_targets(self.likelihoods_[name], Y, name)
         model = self.model_
         like = model.q_x.mean
@@ -509,8 +569,9 @@ class StochasticMRD(BaseEstimator):
                     q = torch.distributions.Independent(torch.distributions.Normal(mean, (0.5 * raw_log_var).exp()), 1)
                     x = q.rsample((int(num_samples),))  # [S, n, Q]
                     f_mean, f_var = model.gps[v].marginals(x.reshape(-1, Q))  # [S n, D]
-                    ell = expected_log_likelihood(model.likelihoods[v], y.expand(x.shape[0], -1, -1).reshape(f_mean.shape),
-                                                  f_mean, f_var).sum(-1).reshape(x.shape[:2]).mean(0)  # [n]
+                    targets = y.expand(x.shape[0], -1, -1).reshape(f_mean.shape)  # [S n, D]
+                    ell = expected_log_likelihood(model.likelihoods[v], targets, f_mean, f_var)
+                    ell = ell.sum(-1).reshape(x.shape[:2]).mean(0)  # [n]
                     try:
                         kl = torch.distributions.kl_divergence(q, prior)  # [n]
                     except NotImplementedError:

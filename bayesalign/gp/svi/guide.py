@@ -18,7 +18,7 @@ import torch
 from gpytorch.constraints import Positive
 from gpytorch.means import ConstantMean, ZeroMean
 from gpytorch.models import ApproximateGP
-from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
+from gpytorch.variational import CholeskyVariationalDistribution, NaturalVariationalDistribution, VariationalStrategy
 
 __all__ = ["LatentPosterior", "ViewGP"]
 
@@ -65,14 +65,25 @@ class ViewGP(ApproximateGP):
         A learned constant per output (non-Gaussian views, whose outputs are not centred); else zero.
     jitter : float
         Added to the diagonal of K_uu (and of k_xx) by the variational strategy.
+    natural : bool
+        q(u) in natural parameters (GPyTorch's ``NaturalVariationalDistribution``), for natural-gradient
+        steps (``gpytorch.optim.NGD``; Salimbeni, Eleftheriadis & Hensman, 2018): with a Gaussian
+        likelihood a step of size 1 on the full data moves q(u) to its optimum.
     """
 
-    def __init__(self, inducing_inputs: torch.Tensor, num_outputs: int, kernel, constant_mean: bool, jitter: float):
+    def __init__(self, inducing_inputs: torch.Tensor, num_outputs: int, kernel, constant_mean: bool, jitter: float,
+                 natural: bool = False):
         M = inducing_inputs.shape[0]
         batch = torch.Size([num_outputs])
-        q_u = CholeskyVariationalDistribution(M, batch_shape=batch)
+        family = NaturalVariationalDistribution if natural else CholeskyVariationalDistribution
+        q_u = family(M, batch_shape=batch, mean_init_std=0.0)
         strategy = VariationalStrategy(self, inducing_inputs, q_u, learn_inducing_locations=True, jitter_val=jitter)
         super().__init__(strategy)
+        # q(u) = p(u) = N(0, I) (whitened) from the start; GPyTorch would otherwise do this (with a small random
+        # perturbation) at the first call, after the guide has already read q(u)
+        with torch.no_grad():
+            q_u.initialize_variational_distribution(strategy.prior_distribution)
+            strategy.variational_params_initialized.fill_(1)
         self.mean_module = ConstantMean(batch_shape=batch) if constant_mean else ZeroMean()
         self.covar_module = kernel
         self.num_outputs = int(num_outputs)
@@ -98,6 +109,15 @@ class ViewGP(ApproximateGP):
         strategy = self.variational_strategy
         strategy._clear_cache()
         return strategy.prior_distribution, strategy.variational_distribution
+
+    def set_inducing_distribution(self, mean: torch.Tensor, covariance: torch.Tensor) -> None:
+        """Set the whitened q(u) to N(mean [D, M], covariance [D or 1, M, M])."""
+        q_u = self.variational_strategy._variational_distribution
+        like = self.variational_strategy.inducing_points
+        target = gpytorch.distributions.MultivariateNormal(mean.to(like), covariance.to(like).expand(
+            mean.shape[0], -1, -1))
+        with torch.no_grad():
+            q_u.initialize_variational_distribution(target)  # mean_init_std is 0: exactly this q(u)
 
     def kl_divergence(self) -> torch.Tensor:
         """KL(q(u) || p(u)) summed over the outputs (whitened: against N(0, I))."""

@@ -26,7 +26,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from .guide import LatentPosterior, ViewGP
+from .guide import LatentPosterior
 from .likelihoods import expected_log_likelihood
 
 __all__ = ["SVIMRDModel"]

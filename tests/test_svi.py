@@ -1,0 +1,199 @@
+"""The stochastic MRD engine (bayesalign.gp.svi): its bound against the collapsed one, each likelihood's
+expected log-likelihood against Monte Carlo, missing entries, partial observation, priors, inference."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+import bayesalign as ba
+from bayesalign.gp.svi import StochasticMRD, expected_log_likelihood, make_likelihood
+
+torch.set_default_dtype(torch.float64)
+
+
+def _quiet(estimator, views, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return estimator.fit(views, **kw)
+
+
+def _elbo_samples(model, n=100):
+    values = np.array([model.elbo(num_samples=1, seed=s) for s in range(n)])
+    return values.mean(), values.std(ddof=1) / math.sqrt(n)
+
+
+@pytest.fixture(scope="module")
+def toy_views():
+    views = ba.datasets.mad_toy("linear_shared_private", seed=0, n=60).views
+    return {"a": views["Y1"], "b": views["Y2"]}
+
+
+@pytest.fixture(scope="module")
+def collapsed(toy_views):
+    return ba.MRD(latent_dim=4, num_inducing=10, max_iter=300, progress=False, seed=0).fit(toy_views)
+
+
+def test_bound_equals_collapsed_bound_at_optimal_q_u(toy_views, collapsed):
+    # At the collapsed MRD's q(X), hyperparameters and its optimal q(u), the uncollapsed SVI bound equals the
+    # collapsed bound (Titsias & Lawrence 2010); the only differences are the Monte Carlo error of sampling X
+    # and GPyTorch's jitter on k(x, x), which costs exactly jitter / (2 noise) per observed Gaussian entry.
+    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi.load_collapsed(collapsed)
+    mean, se = _elbo_samples(svi)
+    jitter_cost = sum(0.5 * gp.variational_strategy.jitter_val / lik.noise.item() * Y.size
+                      for gp, lik, Y in zip(svi.model_.gps, svi.model_.likelihoods, toy_views.values()))
+    assert 0.3 < se < 5  # the estimate is noisy, but not useless
+    assert abs(mean + jitter_cost - collapsed.elbo()) < 4 * se  # 4 standard errors: fails 1 in 16,000 by chance
+
+    # moving q(u) away from the optimum lowers the bound by far more than the Monte Carlo error
+    gp = svi.model_.gps[0]
+    with torch.no_grad():
+        q_u = gp.inducing_distributions()[1]
+        gp.set_inducing_distribution(0.9 * q_u.mean, q_u.covariance_matrix)
+    worse, _ = _elbo_samples(svi, 30)
+    assert worse < mean - 10 * se
+
+
+@pytest.mark.parametrize("name", ["gaussian", "bernoulli", "poisson", "negative_binomial"])
+def test_expected_log_likelihood_against_monte_carlo(name):
+    gen = torch.Generator().manual_seed(0)
+    mean = torch.randn(4, 3, generator=gen) * 0.8
+    variance = torch.rand(4, 3, generator=gen) * 0.5 + 0.05
+    likelihood = make_likelihood(name, noise=0.3).double()
+    if name == "negative_binomial":
+        likelihood.dispersion = 2.5
+    if name == "gaussian":
+        y = torch.randn(4, 3, generator=gen)
+    elif name == "bernoulli":
+        y = (torch.rand(4, 3, generator=gen) < 0.5).double()
+    else:
+        y = torch.poisson(mean.exp(), generator=gen)
+    with torch.no_grad():
+        value = expected_log_likelihood(likelihood, y, mean, variance)  # [4, 3]
+        f = mean + variance.sqrt() * torch.randn(100_000, 4, 3, generator=gen)  # 1e5 draws of f ~ q(f)
+        if name == "gaussian":
+            log_p = torch.distributions.Normal(f, likelihood.noise.sqrt()).log_prob(y)
+        else:
+            log_p = likelihood(f).log_prob(y)
+    mc, se = log_p.mean(0), log_p.std(0) / math.sqrt(f.shape[0])
+    # 5 standard errors of the Monte Carlo mean over 12 entries (chance of a false alarm < 1e-5); quadrature error
+    # (20 Gauss-Hermite nodes) is far below it
+    assert torch.all((value - mc).abs() < 5 * se + 1e-6), (value - mc) / se
+    if name == "poisson":  # and the closed form y m - exp(m + s/2) - log y!
+        exact = y * mean - (mean + variance / 2).exp() - torch.lgamma(y + 1)
+        assert torch.allclose(value, exact, atol=1e-8)
+    if name == "gaussian":
+        noise = likelihood.noise.item()
+        exact = -0.5 * (math.log(2 * math.pi * noise) + ((y - mean) ** 2 + variance) / noise)
+        assert torch.allclose(value, exact, atol=1e-12)
+
+
+def test_nan_entry_is_left_out_of_the_likelihood(toy_views):
+    # The ELBO with entry (i, d) missing equals the complete data's ELBO minus that entry's expected
+    # log-likelihood under the same draws of X (same seed, same shapes: equal up to round-off).
+    views = {k: v.copy() for k, v in toy_views.items()}
+    holed = {k: v.copy() for k, v in toy_views.items()}
+    holed["b"][7, 3] = np.nan
+    full = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0), views)
+    masked = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0), holed)
+    masked.model_.load_state_dict(full.model_.state_dict(), strict=False)
+    for source, target in zip(full.model_.gps, masked.model_.gps):  # jitter is relative to the data's variance
+        target.variational_strategy.jitter_val = source.variational_strategy.jitter_val
+    # the holed view's output mean differs (the column mean of the observed entries): give it the full one
+    masked.model_.targets_1.copy_(torch.as_tensor(holed["b"] - full.output_means_["b"]))
+    model = full.model_
+    torch.manual_seed(0)
+    # E_q(x_7) E_q(f) [log p(y_73 | f)] by the same single draw of X that elbo(seed=s) makes
+    difference = []
+    for s in range(3):
+        with torch.random.fork_rng():
+            torch.manual_seed(s)
+            u_draws = [gp.inducing_distributions()[1].to_event(1).rsample() for gp in model.gps]  # noqa: F841
+            x = torch.distributions.Normal(model.q_x.mean, model.q_x.variance.sqrt()).rsample()
+        with torch.no_grad():
+            m, var = model.gps[1].marginals(x[7:8])
+            term = expected_log_likelihood(model.likelihoods[1], model.targets_1[7:8, 3:4], m[:, 3:4], var[:, 3:4])
+        difference.append(full.elbo(num_samples=1, seed=s) - masked.elbo(num_samples=1, seed=s) - float(term))
+    assert np.allclose(difference, 0, atol=1e-8), difference  # round-off of sums of ~2000 terms of size ~1
+
+
+def test_missing_entries_train_without_nan(toy_views):
+    rng = np.random.default_rng(1)
+    holed = {k: np.where(rng.random(v.shape) < 0.2, np.nan, v) for k, v in toy_views.items()}
+    before = {k: v.copy() for k, v in holed.items()}
+    model = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=15, batch_size=20, progress=False, seed=0),
+                   holed)
+    for k in holed:  # the caller's arrays are untouched
+        assert np.array_equal(np.isnan(before[k]), np.isnan(holed[k]))
+    assert np.isfinite(model.elbo_history_).all()
+    assert all(torch.isfinite(p).all() for p in model.model_.parameters())
+    assert model.elbo_history_[-5:].mean() > model.elbo_history_[:5].mean()  # it learned something
+
+
+def test_partial_observation_equals_missing_rows(toy_views):
+    # An entity that view b does not observe (observed=) contributes exactly what a row of NaN would:
+    # nothing to view b's likelihood; both models share parameters and draws of X.
+    a, b = toy_views["a"], toy_views["b"]
+    keep = np.r_[0:10, 15:60]
+    partial = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0),
+                     {"a": a, "b": b[keep]}, observed={"b": keep})
+    holed = b.copy()
+    holed[10:15] = np.nan
+    paired = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0),
+                    {"a": a, "b": holed})
+    state = {k: v for k, v in partial.model_.state_dict().items() if not k.startswith(("targets", "rows"))}
+    paired.model_.load_state_dict(state, strict=False)
+    for source, target in zip(partial.model_.gps, paired.model_.gps):  # jitter is relative to the data's variance
+        target.variational_strategy.jitter_val = source.variational_strategy.jitter_val
+    paired.model_.targets_1.copy_(torch.as_tensor(holed - partial.output_means_["b"]))
+    for s in range(3):
+        assert partial.elbo(num_samples=1, seed=s) == pytest.approx(paired.elbo(num_samples=1, seed=s), abs=1e-8)
+    assert partial.latent_.means["b"].shape == (55, 3)
+    assert np.array_equal(partial.latent_.means["b"], partial.latent_mean_[keep])
+
+
+def test_priors_change_the_bound_by_their_log_density(toy_views):
+    # A kernel prior adds exactly its log density; a latent prior N(0, 4 I) instead of N(0, I) changes
+    # the (analytic) KL of q(X) by the closed-form difference. Same parameters and draws: round-off only.
+    from gpytorch.priors import GammaPrior
+
+    base = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0), toy_views)
+    kernel = ba.gp.make_kernel("rbf", 3, lengthscale_prior=GammaPrior(2.0, 2.0))
+    with_prior = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, kernel=kernel, max_epochs=0, progress=False,
+                                      seed=0), toy_views)
+    with_prior.model_.load_state_dict(base.model_.state_dict(), strict=False)  # all but the prior's own buffers
+    log_density = sum(GammaPrior(2.0, 2.0).log_prob(gp.covar_module.base_kernel.lengthscale).sum().item()
+                      for gp in base.model_.gps)
+    assert with_prior.elbo(seed=1) - base.elbo(seed=1) == pytest.approx(log_density, abs=1e-8)
+
+    import pyro.distributions as dist
+    wide = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0,
+                                latent_prior=dist.Normal(torch.zeros(3), 2.0 * torch.ones(3)).to_event(1)), toy_views)
+    wide.model_.load_state_dict(base.model_.state_dict())
+    mu, s = base.latent_mean_, base.latent_variance_
+    kl = lambda var: 0.5 * np.sum((s + mu ** 2) / var - 1 - np.log(s / var))  # noqa: E731
+    assert wide.elbo(seed=1) - base.elbo(seed=1) == pytest.approx(kl(1.0) - kl(4.0), abs=1e-8)
+
+
+def test_convergence_is_reported(toy_views):
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        model = StochasticMRD(latent_dim=2, num_inducing=5, max_epochs=3, progress=False, seed=0).fit(toy_views)
+    assert not model.converged_ and model.n_epochs_ == 3
+
+
+def test_bad_input_names_the_view_row_and_column(toy_views):
+    a = toy_views["a"]
+    counts = np.ones((60, 4))
+    counts[5, 2] = 1.5
+    with pytest.raises(ValueError, match=r"'b'.*row 5, column 2"):
+        StochasticMRD(likelihood={"b": "poisson"}, progress=False).fit({"a": a, "b": counts})
+    with pytest.raises(ValueError, match="unknown likelihood"):
+        StochasticMRD(likelihood="student", progress=False).fit({"a": a})
+    bad = a.copy()
+    bad[3, 1] = np.inf
+    with pytest.raises(ValueError, match=r"'a'.*row 3, column 1"):
+        StochasticMRD(progress=False).fit({"a": bad})
