@@ -14,6 +14,11 @@ API summary (stable; used by ``bayesalign.spectral``)
 ``heat_kernel(G, sigma=None)``
     Same sparsity as the distance graph ``G``, values ``exp(-d^2 / (2 sigma^2))``; ``sigma``
     defaults to the median edge length of ``G`` (:func:`median_edge_length`).
+``local_scales(G, k=7)``; ``local_scaling_kernel(G, k=7)``
+    Per-row widths ``sigma_i`` (the k-th shortest edge of row i) and the self-tuning affinity
+    ``exp(-d_ij^2 / (sigma_i sigma_j))`` of Zelnik-Manor & Perona (2004), same sparsity as ``G``.
+``degree_spread(W) -> (ratio, degrees)``; ``check_degrees(W, name, max_ratio=DEGREE_RATIO_LIMIT)``
+    Warn (naming the rows) when the largest degree exceeds the smallest by more than ``max_ratio``.
 ``laplacian(W, normalized=False | "sym" | "rw") -> (L, D)``
     Graph Laplacian and the diagonal degree matrix, both sparse.
 ``connected_component_labels(G) -> (n_components, labels)``; ``check_connected(G, name=...)``
@@ -42,6 +47,8 @@ True
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
@@ -58,9 +65,14 @@ __all__ = [
     "connected_component_labels",
     "epsilon_graph",
     "geodesic_distances",
+    "DEGREE_RATIO_LIMIT",
+    "check_degrees",
+    "degree_spread",
     "heat_kernel",
     "knn_graph",
     "laplacian",
+    "local_scales",
+    "local_scaling_kernel",
     "median_edge_length",
     "smallest_generalized_eigenvectors",
 ]
@@ -213,6 +225,103 @@ def heat_kernel(G, sigma: float | None = None) -> sp.csr_matrix:
         raise ValueError(f"sigma must be positive and finite, got {sigma}")
     G.data = np.exp(-(G.data ** 2) / (2.0 * sigma ** 2))
     return G
+
+
+def _check_distance_graph(G) -> sp.csr_matrix:
+    G = sp.csr_matrix(G, dtype=np.float64, copy=True)
+    if G.shape[0] != G.shape[1]:
+        raise ValueError(f"expected a square distance graph, got shape {G.shape}")
+    if G.nnz and (G.data < 0).any():
+        raise ValueError("expected non-negative distances")
+    return G
+
+
+def local_scales(G, k: int = 7) -> np.ndarray:
+    """Per-row kernel widths ``sigma_i``: the ``k``-th shortest edge stored in row ``i`` of ``G``.
+
+    Zelnik-Manor & Perona (2004), "Self-tuning spectral clustering", section 2: ``sigma_i`` is
+    the distance from point ``i`` to its ``K``-th neighbour (they use ``K = 7``). For a
+    ``k'``-NN graph symmetrised with ``"or"`` (:func:`knn_graph`'s default) and ``k <= k'`` the
+    ``k``-th shortest edge of row ``i`` is exactly that distance, since every point closer to
+    ``i`` than its ``k'``-th neighbour is one of its neighbours. A row with fewer than ``k``
+    edges uses its longest; a row without edges gets 1 (it has no weight to scale).
+
+    >>> import numpy as np
+    >>> local_scales(knn_graph(np.array([[0.0], [1.0], [3.0], [7.0]]), 2), k=2).tolist()
+    [3.0, 2.0, 3.0, 6.0]
+    """
+    G = _check_distance_graph(G)
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"k must be a positive integer, got {k}")
+    counts = np.diff(G.indptr)  # [n]
+    rows = np.repeat(np.arange(G.shape[0]), counts)
+    order = np.lexsort((G.data, rows))  # edges sorted by length within each row
+    pick = G.indptr[:-1] + np.minimum(k, counts) - 1  # [n]
+    scales = np.ones(G.shape[0])
+    has_edges = counts > 0
+    scales[has_edges] = G.data[order][pick[has_edges]]
+    return scales
+
+
+def local_scaling_kernel(G, k: int = 7) -> sp.csr_matrix:
+    """Self-tuning affinity ``W_ij = exp(-d_ij^2 / (sigma_i sigma_j))`` on the edges of a distance graph.
+
+    Zelnik-Manor & Perona (2004), eq. 1 with local scaling: ``sigma_i`` is the distance from
+    point ``i`` to its ``k``-th neighbour (:func:`local_scales`). Unlike one global width
+    (:func:`heat_kernel`), a point far from all others keeps edges of ordinary weight to its
+    own neighbours: for an edge with ``d_ij <= min(sigma_i, sigma_j)`` the weight is at least
+    ``exp(-1)``, so a sparse or spread-out region is not cut off from the graph (a
+    single-width kernel gives such a row a degree that is positive but can underflow towards
+    ``1e-100``, and the degree-normalised eigenvectors put about ``1/sqrt(degree)`` on it).
+    Symmetric when ``G`` is. Same sparsity as ``G``.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> G = knn_graph(np.array([[0.0], [1.0], [3.0], [7.0]]), 2)
+    >>> W = local_scaling_kernel(G, k=2)
+    >>> bool(np.isclose(W[2, 3], np.exp(-16.0 / (3.0 * 6.0))))
+    True
+    """
+    G = _check_distance_graph(G)
+    scales = local_scales(G, k)  # [n]
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    G.data = np.exp(-(G.data ** 2) / (scales[rows] * scales[G.indices]))
+    return G
+
+
+# Degrees spanning more than this ratio get a warning: the D-normalised eigenvectors of a graph
+# scale like 1/sqrt(degree), so such a graph can put coordinates up to sqrt(1e4) = 100 times larger
+# on its weakest rows than on its typical ones. With local scaling the shipped real views span at
+# most about 1e3 (benchmarks/RESULTS.md, "Spectral methods").
+DEGREE_RATIO_LIMIT = 1e4
+
+
+def degree_spread(W) -> tuple[float, np.ndarray]:
+    """``(max degree / min degree, degrees)`` of a non-negative weight matrix (``inf`` with a zero degree)."""
+    degrees = np.asarray(sp.csr_matrix(W).sum(axis=1), dtype=np.float64).ravel()  # [n]
+    if degrees.size == 0:
+        return 1.0, degrees
+    low, high = float(degrees.min()), float(degrees.max())
+    return (high / low if low > 0 else np.inf), degrees
+
+
+def check_degrees(W, name: str = "graph", max_ratio: float = DEGREE_RATIO_LIMIT,
+                  hint: str = "local scaling (local_scaling_kernel) or more neighbours may help") -> float:
+    """Warn (``RuntimeWarning``) when the degrees of ``W`` span more than ``max_ratio``; return the ratio.
+
+    The warning names ``name`` and the rows of smallest degree: they are nearly cut off from the
+    graph, and spectral embeddings normalised by ``D`` place them at about ``1/sqrt(degree)``,
+    far out of scale with the other rows. Local scaling (:func:`local_scaling_kernel`) or more
+    neighbours is the usual cure.
+    """
+    ratio, degrees = degree_spread(W)
+    if ratio > max_ratio:
+        weakest = np.argsort(degrees)[:5]
+        low = ", ".join(f"{int(i)} ({degrees[i]:.3g})" for i in weakest)
+        warnings.warn(f"{name}: row degrees span a ratio of {ratio:.3g} (> {max_ratio:.0e}); the rows of "
+                      f"smallest degree are nearly cut off from their neighbours and their spectral "
+                      f"coordinates are out of scale: rows (degree) {low}; {hint}", RuntimeWarning, stacklevel=3)
+    return ratio
 
 
 def _check_square_symmetric(W, what: str) -> sp.csr_matrix:

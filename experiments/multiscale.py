@@ -121,7 +121,7 @@ def flat_alignment(problem, families, dimension: int, max_dimension: int = 20) -
     cls = getattr(spectral, "LinearAlignment", None)
     if cls is None or dimension > max_dimension:
         return {}
-    emb = cls(n_components=dimension, mu=1.0, nu=1.0).fit(problem).embedding_
+    emb = cls(n_components=dimension, mu=1.0, nu=1.0, affinity="heat").fit(problem).embedding_
     return {f"flat_{key}": value for key, value in level_metrics(emb, problem, families).items()
             if key in ("top10", "class_transfer", "family_transfer")}
 
@@ -214,7 +214,8 @@ def main(argv=None) -> int:
     classes = [c for members in FAMILIES.values() for c in members]
     held = problem.unaligned(VIEWS[0])
     families = problem.replace(labels={v: family_of(np.asarray(problem.labels[v])) for v in VIEWS})
-    model = MultiscaleAlignment(epsilon=args.epsilon, mu=1.0, nu=1.0).fit(problem)
+    # the chapter's settings: feature level, mu = nu = 1, one heat-kernel width per view
+    model = MultiscaleAlignment(epsilon=args.epsilon, level="feature", mu=1.0, nu=1.0, affinity="heat").fit(problem)
     level_rows, topics, profiles_by_level = [], [], {}
     for k, emb in enumerate(model.embeddings_, start=1):
         row = {"level": k, "dimension": emb.n_components, "power": emb.info["power"],

@@ -1,19 +1,26 @@
 """bayesalign.graph against brute-force dense computations and closed forms."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
 from bayesalign.graph import (
+    DEGREE_RATIO_LIMIT,
     check_connected,
+    check_degrees,
     connect_components,
     connected_component_labels,
+    degree_spread,
     epsilon_graph,
     geodesic_distances,
     heat_kernel,
     knn_graph,
     laplacian,
+    local_scales,
+    local_scaling_kernel,
     median_edge_length,
     smallest_generalized_eigenvectors,
 )
@@ -77,6 +84,44 @@ def test_heat_kernel_formula_and_default_sigma(points):
     W2 = heat_kernel(G, sigma=0.7).toarray()
     np.testing.assert_allclose(W2[dense > 0], np.exp(-edges ** 2 / (2 * 0.49)), rtol=1e-12)
     assert (W == W.T).all()
+
+
+@pytest.mark.parametrize("k", [1, 4, 6])
+def test_local_scales_are_the_kth_neighbour_distances(points, k):
+    # Zelnik-Manor & Perona's sigma_i: the distance from i to its k-th nearest neighbour (k <= the
+    # graph's k'), read off the "or"-symmetrised graph
+    dist = dense_distances(points)
+    np.fill_diagonal(dist, np.inf)
+    expected = np.sort(dist, axis=1)[:, k - 1]
+    np.testing.assert_allclose(local_scales(knn_graph(points, 6), k), expected, rtol=1e-12)
+
+
+def test_local_scaling_kernel_formula(points):
+    G = knn_graph(points, 6)
+    dense = G.toarray()
+    sigma = local_scales(G, 4)
+    W = local_scaling_kernel(G, 4).toarray()
+    np.testing.assert_allclose(W, np.where(dense > 0, np.exp(-dense ** 2 / np.outer(sigma, sigma)), 0.0), rtol=1e-12)
+    assert (W == W.T).all()
+    # an edge no longer than either end's sigma weighs at least exp(-1)
+    short = (dense > 0) & (dense <= np.minimum.outer(sigma, sigma))
+    assert W[short].min() >= np.exp(-1.0) - 1e-15
+
+
+def test_degree_warning_names_the_stranded_rows():
+    # three far-out rows: with one global width their degrees underflow towards 0
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(100, 3))
+    X[[7, 30, 61]] *= 40.0
+    W = heat_kernel(knn_graph(X, 8))
+    ratio, degrees = degree_spread(W)
+    np.testing.assert_allclose(degrees, W.toarray().sum(axis=1), rtol=1e-12)
+    assert degrees[[7, 30, 61]].max() < 1e-80 and ratio > DEGREE_RATIO_LIMIT  # inf when one underflows to 0
+    with pytest.warns(RuntimeWarning, match=r"view 'x'.* rows \(degree\) (7|30|61) .*(7|30|61) .*(7|30|61) \("):
+        check_degrees(W, "view 'x'")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ordinary data: no warning
+        check_degrees(heat_kernel(knn_graph(rng.normal(size=(100, 3)), 8)), "view 'y'")
 
 
 @pytest.mark.parametrize("normalized", [False, "sym", "rw"])

@@ -125,7 +125,23 @@ def dense_heat_knn(X, k):
     return np.where(A, np.exp(-dist ** 2 / (2 * sigma ** 2)), 0.0)
 
 
-def test_joint_laplacian_matches_dense_construction():
+def dense_local_knn(X, k):
+    """Local scaling (Zelnik-Manor & Perona 2004) by brute force: sigma_i = distance to the min(7, k)-th neighbour."""
+    dist = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    ranked = np.sort(dist + np.diag(np.full(len(X), np.inf)), axis=1)
+    order = np.argsort(dist + np.diag(np.full(len(X), np.inf)), axis=1)[:, :k]
+    A = np.zeros_like(dist, dtype=bool)
+    A[np.arange(len(X))[:, None], order] = True
+    A |= A.T
+    sigma = ranked[:, min(7, k) - 1]
+    return np.where(A, np.exp(-dist ** 2 / np.outer(sigma, sigma)), 0.0)
+
+
+DENSE_AFFINITY = {"heat": dense_heat_knn, "local": dense_local_knn}
+
+
+@pytest.mark.parametrize("affinity", sorted(DENSE_AFFINITY))
+def test_joint_laplacian_matches_dense_construction(affinity):
     rng = np.random.default_rng(5)
     Xa, Xb = rng.normal(size=(30, 2)), rng.normal(size=(25, 3))
     pairs = np.array([[0, 3], [5, 5], [7, 1], [12, 20], [29, 0]])
@@ -133,10 +149,10 @@ def test_joint_laplacian_matches_dense_construction():
     problem = AlignmentProblem({"a": Xa, "b": Xb},
                                anchors=Correspondence.from_pairs(pairs, ("a", "b"), weights=weights))
     mu, nu = 0.7, 1.3
-    model = JointLaplacianAlignment(n_components=3, n_neighbors=5, mu=mu, nu=nu).fit(problem)
+    model = JointLaplacianAlignment(n_components=3, n_neighbors=5, mu=mu, nu=nu, affinity=affinity).fit(problem)
     W = np.zeros((55, 55))
-    W[:30, :30] = nu * dense_heat_knn(Xa, 5)
-    W[30:, 30:] = nu * dense_heat_knn(Xb, 5)
+    W[:30, :30] = nu * DENSE_AFFINITY[affinity](Xa, 5)
+    W[30:, 30:] = nu * DENSE_AFFINITY[affinity](Xb, 5)
     W[pairs[:, 0], 30 + pairs[:, 1]] = mu * weights
     W[30 + pairs[:, 1], pairs[:, 0]] = mu * weights
     D = np.diag(W.sum(1))
@@ -210,11 +226,12 @@ def test_linear_alignment_matches_dense_generalized_problem():
     pairs = np.c_[np.arange(10), np.arange(10)]
     problem = AlignmentProblem({"a": Xa, "b": Xb}, anchors=Correspondence.from_pairs(pairs, ("a", "b")))
     reg = 1e-3
+    mu = 100.0  # the default
     model = LinearAlignment(n_components=3, n_neighbors=6, reg=reg).fit(problem)
     W = np.zeros((110, 110))
-    W[:60, :60] = dense_heat_knn(Xa, 6)
-    W[60:, 60:] = dense_heat_knn(Xb, 6)
-    W[pairs[:, 0], 60 + pairs[:, 1]] = W[60 + pairs[:, 1], pairs[:, 0]] = 1.0
+    W[:60, :60] = dense_local_knn(Xa, 6)
+    W[60:, 60:] = dense_local_knn(Xb, 6)
+    W[pairs[:, 0], 60 + pairs[:, 1]] = W[60 + pairs[:, 1], pairs[:, 0]] = mu
     D = np.diag(W.sum(1))
     X = scipy.linalg.block_diag(Xa - Xa.mean(0), Xb - Xb.mean(0))
     B = X.T @ D @ X
@@ -280,10 +297,10 @@ def test_least_squares_is_the_pseudo_inverse_solution():
     rng = np.random.default_rng(11)
     Xa, Xb = rng.normal(size=(40, 5)), rng.normal(size=(40, 30))  # p_b = 30 > 12 anchors
     problem = AlignmentProblem.paired({"a": Xa, "b": Xb}).split_anchors(12, seed=0)
-    model = LeastSquaresAlignment(n_components=3).fit(problem)
+    model = LeastSquaresAlignment(n_components=3, direction="to_first").fit(problem)
     rows = problem.anchors_between("a", "b").index_a
     Xc, Yc = Xb[rows] - Xb[rows].mean(0), Xa[rows] - Xa[rows].mean(0)
-    np.testing.assert_allclose(model.coef_["b"], np.linalg.pinv(Xc) @ Yc, atol=1e-10)
+    np.testing.assert_allclose(model.coef_[("b", "a")], np.linalg.pinv(Xc) @ Yc, atol=1e-10)
     # on the anchors, b's coordinates are the projected reference rows exactly (p_b > anchors)
     emb = model.embedding_
     np.testing.assert_allclose(emb["b"][rows], emb["a"][rows], atol=1e-8)
@@ -325,7 +342,12 @@ def test_baseline_errors():
         ProcrustesAlignment(n_components=1, embedding="none").fit(problem)
 
 
-def test_within_view_affinity_is_the_heat_kernel_knn_graph():
+def test_within_view_affinity_is_the_local_scaling_or_heat_kernel_knn_graph():
     X, _ = swiss_roll(60)
-    np.testing.assert_allclose(within_view_affinity(X, 5).toarray(), dense_heat_knn(X, 5), atol=1e-14)
+    np.testing.assert_allclose(within_view_affinity(X, 5).toarray(), dense_local_knn(X, 5), atol=1e-14)
+    np.testing.assert_allclose(within_view_affinity(X, 12).toarray(), dense_local_knn(X, 12), atol=1e-14)
+    np.testing.assert_allclose(within_view_affinity(X, 5, affinity="heat").toarray(), dense_heat_knn(X, 5),
+                               atol=1e-14)
+    with pytest.raises(ValueError, match="sigma is the width of affinity='heat'"):
+        within_view_affinity(X, 5, sigma=1.0)
     assert sp.issparse(within_view_affinity(X, 5, affinity="connectivity"))

@@ -205,7 +205,7 @@ def test_multiscale_levels_are_the_generalized_eigenspaces():
 
     full, problem = _swiss_problem(n=200, dim=6)
     eps = 1e-4
-    model = MultiscaleAlignment(epsilon=eps, n_neighbors=10).fit(problem)
+    model = MultiscaleAlignment(epsilon=eps, n_neighbors=10, level="feature", mu=1.0).fit(problem)
     dims = model.dimensions_
     assert dims[0] == 12 and dims == sorted(dims, reverse=True) and len(dims) >= 3
     # reference: the minimum solutions of X'LX f = lambda X'X f (dense), section 5.3.1

@@ -14,12 +14,17 @@ API summary (stable; used by every module of ``bayesalign.spectral``)
     a before b in view order (all-zero when a pair has no anchors).
 ``anchor_tuples(problem, names=None) -> {view: rows (m,)}``
     Rows that are the same thing in every view (row k of each array), from the first view's anchors.
-``within_view_affinity(X, n_neighbors, *, affinity="heat", sigma=None, connect_components=False, name)``
-    The within-view similarity W^{(a)}: heat-kernel (or 0/1) weights on a symmetric k-NN graph.
+``within_view_affinity(X, n_neighbors, *, affinity="local", sigma=None, connect_components=False, name)``
+    The within-view similarity W^{(a)}: local-scaling, heat-kernel or 0/1 weights on a symmetric
+    k-NN graph; warns when its degrees span more than ``graph.DEGREE_RATIO_LIMIT``.
 ``joint_adjacency(within, correspondences, names, *, mu=1.0, nu=1.0) -> sparse (N, N)``
     The block joint adjacency of section 5.2 (nu W^{(a)} on the diagonal, mu W^{(a,b)} off it).
 ``view_offsets(sizes, names) -> {view: slice}``; ``split_rows(F, slices) -> {view: F[slice]}``
     Rows of each view in the stacked (joint) matrices.
+``check_scale(X, name)``
+    A ValueError naming a view whose values are so small that squared distances underflow.
+``embedding_degeneracy(coordinates, X) -> str | None``
+    Why an embedding of a view is degenerate (rank deficient, or few distinct rows), or None.
 ``check_n_components(n_components, limit, what) -> int``
     A clear error when too many components are asked for.
 ``embed_view(X, n_components, method, n_neighbors=10, ...) -> ViewEmbedding``
@@ -35,6 +40,7 @@ API summary (stable; used by every module of ``bayesalign.spectral``)
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,7 +52,14 @@ from sklearn.base import BaseEstimator
 
 from .._utils import as_rng
 from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
-from ..graph import heat_kernel, knn_graph, laplacian, smallest_generalized_eigenvectors
+from ..graph import (
+    check_degrees,
+    heat_kernel,
+    knn_graph,
+    laplacian,
+    local_scaling_kernel,
+    smallest_generalized_eigenvectors,
+)
 
 __all__ = [
     "SpectralAlignment",
@@ -54,6 +67,8 @@ __all__ = [
     "anchor_tuples",
     "as_problem",
     "check_n_components",
+    "check_scale",
+    "embedding_degeneracy",
     "correspondence_matrices",
     "embed_view",
     "joint_adjacency",
@@ -86,11 +101,40 @@ def as_problem(problem, anchors=None) -> AlignmentProblem:
     1
     """
     if isinstance(problem, AlignmentProblem):
-        return problem if anchors is None else problem.replace(anchors=anchors)
-    if isinstance(problem, (Views, Mapping, list, tuple)):
-        return AlignmentProblem(problem, anchors=anchors)
-    raise TypeError("fit expects an AlignmentProblem, Views, or a dict/list of 2-D arrays, got "
-                    f"{type(problem).__name__}")
+        problem = problem if anchors is None else problem.replace(anchors=anchors)
+    elif isinstance(problem, (Views, Mapping, list, tuple)):
+        problem = AlignmentProblem(problem, anchors=anchors)
+    else:
+        raise TypeError("fit expects an AlignmentProblem, Views, or a dict/list of 2-D arrays, got "
+                        f"{type(problem).__name__}")
+    for v in problem.views.names:
+        check_scale(problem.views[v], v)
+    return problem
+
+
+# The smallest largest-magnitude accepted: squares of values below ~1e-154 underflow float64 (1e-308).
+_SMALLEST_MAGNITUDE = 1e-145
+
+
+def check_scale(X: np.ndarray, name: str) -> None:
+    """Refuse a view whose values are so small that squared distances underflow float64, naming it.
+
+    The spectral methods square differences of features (k-NN distances, kernels, ``X' X``).
+    With every value below about 1e-154 the squares underflow to 0 and every row looks like a
+    duplicate of every other. (Values so large that the squares overflow are refused when the
+    ``Views`` are built.) Standardising the view fixes it.
+
+    >>> check_scale(np.full((3, 2), 1e-160), "a")
+    Traceback (most recent call last):
+    ...
+    ValueError: view 'a' is badly scaled: its largest magnitude is 1e-160, so squared distances underflow \
+to 0 in float64; standardise the view (e.g. divide each column by its standard deviation)
+    """
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    if 0.0 < largest < _SMALLEST_MAGNITUDE:
+        raise ValueError(f"view {name!r} is badly scaled: its largest magnitude is {largest:.3g}, so squared "
+                         "distances underflow to 0 in float64; standardise the view (e.g. divide each column by "
+                         "its standard deviation)")
 
 
 def check_n_components(n_components, limit: int, what: str) -> int:
@@ -168,18 +212,44 @@ def anchor_tuples(problem: AlignmentProblem, names: Sequence[str] | None = None)
     return {first: rows, **{v: partner[v][rows] for v in names[1:]}}
 
 
-def within_view_affinity(X, n_neighbors: int, *, affinity: str = "heat", sigma: float | None = None,
-                         connect_components: bool = False, name: str = "X") -> sp.csr_matrix:
-    """W^{(a)}: heat-kernel (``"heat"``) or 0/1 (``"connectivity"``) weights on a symmetric k-NN graph.
+AFFINITIES = ("local", "heat", "connectivity")
+# K of Zelnik-Manor & Perona (2004): sigma_i is the distance to the 7th neighbour (fewer if n_neighbors < 7)
+LOCAL_SCALE_NEIGHBOR = 7
 
-    ``sigma`` of the heat kernel defaults to the median k-NN distance of the view
-    (:func:`bayesalign.graph.heat_kernel`).
+
+def within_view_affinity(X, n_neighbors: int, *, affinity: str = "local", sigma: float | None = None,
+                         connect_components: bool = False, name: str = "X") -> sp.csr_matrix:
+    """W^{(a)}: similarities on the symmetric k-NN graph of one view (sparse, same pattern as the graph).
+
+    ``affinity``:
+
+    - ``"local"`` (default): local scaling, ``exp(-d_ij^2 / (sigma_i sigma_j))`` with ``sigma_i``
+      the distance from row i to its ``min(7, n_neighbors)``-th neighbour (Zelnik-Manor & Perona
+      2004; :func:`bayesalign.graph.local_scaling_kernel`). No row is left with a vanishing degree
+      because it lies far from the others.
+    - ``"heat"``: one global width, ``exp(-d^2 / (2 sigma^2))``, ``sigma`` the median k-NN distance
+      of the view unless given (:func:`bayesalign.graph.heat_kernel`; Belkin & Niyogi 2003).
+    - ``"connectivity"``: 0/1 weights.
+
+    Warns (naming the view and the rows) when the degrees of ``W^{(a)}`` span more than
+    :data:`bayesalign.graph.DEGREE_RATIO_LIMIT` (:func:`bayesalign.graph.check_degrees`).
     """
+    if affinity not in AFFINITIES:
+        raise ValueError(f"affinity must be one of {AFFINITIES}, got {affinity!r}")
+    if sigma is not None and affinity != "heat":
+        raise ValueError(f"sigma is the width of affinity='heat'; got sigma={sigma} with affinity={affinity!r}")
+    mode = "connectivity" if affinity == "connectivity" else "distance"
+    G = knn_graph(X, n_neighbors, mode=mode, connect_components=connect_components, name=name)
     if affinity == "heat":
-        return heat_kernel(knn_graph(X, n_neighbors, connect_components=connect_components, name=name), sigma)
-    if affinity == "connectivity":
-        return knn_graph(X, n_neighbors, mode="connectivity", connect_components=connect_components, name=name)
-    raise ValueError(f"affinity must be 'heat' or 'connectivity', got {affinity!r}")
+        W = heat_kernel(G, sigma)
+    elif affinity == "local":
+        W = local_scaling_kernel(G, min(LOCAL_SCALE_NEIGHBOR, int(n_neighbors)))
+    else:
+        W = G
+    hint = ("these rows lie far from all others: more neighbours, or removing them, may help" if affinity == "local"
+            else "affinity='local' (local scaling) or more neighbours may help")
+    check_degrees(W, name=f"the k-NN graph of view {name!r}", hint=hint)
+    return W
 
 
 def joint_adjacency(within: Mapping[str, sp.spmatrix], correspondences: Mapping[tuple[str, str], sp.spmatrix],
@@ -386,7 +456,7 @@ EMBEDDINGS = ("laplacian", "diffusion", "lpp", "pca", "none")
 
 
 def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: int = 10,
-               affinity: str = "heat", diffusion_time: float = 1.0, reg: float = 1e-6,
+               affinity: str = "local", diffusion_time: float = 1.0, reg: float = 1e-6,
                connect_components: bool = False, name: str = "X") -> ViewEmbedding:
     """Embed one view on its own (the first step of Procrustes and affine alignment).
 
@@ -444,6 +514,52 @@ def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: 
     return ViewEmbedding(Xc @ projections[name], projections[name], center)
 
 
+# An embedding whose singular values fall below this fraction of the largest is rank deficient.
+_RANK_RTOL = 1e-8
+# Coordinates equal up to this fraction of the embedding's largest magnitude count as one point.
+_DISTINCT_RTOL = 1e-6
+
+
+def _numerical_rank(A: np.ndarray) -> int:
+    """Number of singular values of the column-centred ``A`` above ``1e-8`` times the largest."""
+    singular = np.linalg.svd(A - A.mean(axis=0), compute_uv=False)
+    return int(np.sum(singular > _RANK_RTOL * singular[0])) if singular.size and singular[0] > 0 else 0
+
+
+def embedding_degeneracy(coordinates: np.ndarray, X: np.ndarray) -> str | None:
+    """Why the embedding ``coordinates`` (n, d) of a view ``X`` (n, p) is degenerate, or None.
+
+    Two failures that leave a spectral embedding useless while every number in it is finite:
+
+    - rank deficiency: fewer than ``d`` singular values above ``1e-8`` times the largest (a
+      latent dimension that is a copy or a multiple of another, or zero), unless the view itself
+      has no higher rank (a linear map of 6 features fills at most 6 latent dimensions);
+    - collapse: fewer distinct rows than half the view's distinct input rows, rows being equal when
+      they agree to ``1e-6`` times the largest coordinate. A few rows with coordinates many orders
+      of magnitude above the rest (a row cut off from its neighbours) collapse the rest this way.
+
+    >>> X = np.arange(20.0).reshape(10, 2)
+    >>> embedding_degeneracy(np.c_[np.r_[1e9, np.zeros(9)], np.r_[0, 1e9, np.ones(8)]], X)
+    '3 distinct rows (to 1e-06 of the largest coordinate, 1e+09) for 10 distinct input rows'
+    """
+    n, d = coordinates.shape
+    if not np.all(np.isfinite(coordinates)):
+        bad = np.flatnonzero(~np.all(np.isfinite(coordinates), axis=1))
+        return f"non-finite coordinates in rows {bad[:5].tolist()}"
+    largest = float(np.max(np.abs(coordinates))) if coordinates.size else 0.0
+    if largest == 0.0:
+        return "all coordinates are zero"
+    rank = _numerical_rank(coordinates)
+    if rank < min(d, n - 1) and rank < _numerical_rank(X):  # a view of rank r cannot fill more than r
+        return f"rank {rank} < {d} dimensions"
+    distinct = np.unique(np.round(coordinates / (_DISTINCT_RTOL * largest)), axis=0).shape[0]
+    distinct_input = np.unique(X, axis=0).shape[0]
+    if distinct < 0.5 * distinct_input:
+        return (f"{distinct} distinct rows (to {_DISTINCT_RTOL:.0e} of the largest coordinate, {largest:.3g}) "
+                f"for {distinct_input} distinct input rows")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Estimator base
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +568,10 @@ class SpectralAlignment(BaseEstimator):
 
     ``__init__`` of a subclass only stores its arguments; ``fit`` validates the input once
     (:func:`as_problem`), calls the subclass's ``_fit(problem) -> LatentEmbedding`` and stores
-    the result as ``embedding_``.
+    the result as ``embedding_``. After fitting, every view's embedding is checked
+    (:func:`embedding_degeneracy`): a degenerate one (rank deficient, or collapsed to few distinct
+    rows) gives a ``RuntimeWarning`` and an entry in ``degenerate_views_`` (view -> reason; empty
+    when all is well); non-finite coordinates raise a ``ValueError``.
     """
 
     def fit(self, problem, anchors=None):
@@ -468,7 +587,22 @@ class SpectralAlignment(BaseEstimator):
         self.embedding_ = self._fit(problem)
         self.n_components_ = self.embedding_.n_components
         self.view_names_ = problem.views.names
+        self._check_degenerate(problem)
         return self
+
+    def _check_degenerate(self, problem: AlignmentProblem) -> None:
+        """Set ``degenerate_views_`` (view -> reason) and warn for each degenerate view embedding."""
+        self.degenerate_views_ = {}
+        for v in problem.views.names:
+            coordinates = np.asarray(self.embedding_[v])
+            if not np.all(np.isfinite(coordinates)):
+                raise ValueError(f"{type(self).__name__}: the embedding of view {v!r} has non-finite coordinates "
+                                 f"(numerical trouble; {embedding_degeneracy(coordinates, problem.views[v])})")
+            reason = embedding_degeneracy(coordinates, problem.views[v])
+            if reason is not None:
+                self.degenerate_views_[v] = reason
+                warnings.warn(f"{type(self).__name__}: the embedding of view {v!r} is degenerate: {reason}; "
+                              "its coordinates carry little of the view's structure", RuntimeWarning, stacklevel=3)
 
     def fit_transform(self, problem, anchors=None) -> LatentEmbedding:
         """``fit(problem, anchors).embedding_``."""

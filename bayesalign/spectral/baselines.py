@@ -130,7 +130,7 @@ class AffineAlignment(SpectralAlignment):
     n_neighbors : int
     diffusion_time : float
         ``t`` of the diffusion map (``embedding="diffusion"``).
-    affinity : "heat" or "connectivity"
+    affinity : "local", "heat" or "connectivity"
     reg : float
         Relative ridge of LPP.
     connect_components : bool
@@ -146,7 +146,7 @@ class AffineAlignment(SpectralAlignment):
     """
 
     def __init__(self, n_components: int = 2, embedding: str = "diffusion", n_neighbors: int = 10, *,
-                 diffusion_time: float = 1.0, affinity: str = "heat", reg: float = 1e-6,
+                 diffusion_time: float = 1.0, affinity: str = "local", reg: float = 1e-6,
                  connect_components: bool = False):
         self.n_components = n_components
         self.embedding = embedding
@@ -189,20 +189,37 @@ class AffineAlignment(SpectralAlignment):
 
 
 class LeastSquaresAlignment(SpectralAlignment):
-    """Linear regression of the first view's features on each other view's, fitted on the anchors.
+    """Linear regression between the views' features, fitted on the anchors.
 
     Wang, Krafft & Mahadevan (2011), section 5.4.2: ``X F ~ Y`` on the corresponding rows,
-    ``F = X^+ Y`` (the minimum-norm least-squares solution, also when p > number of anchors).
-    Here ``Y`` is the first view (the reference) and every other view gets its own ``F_v``;
+    ``F = X^+ Y`` (the minimum-norm least-squares solution, also when p > number of anchors);
     both sides are centred on their anchor means (an intercept, which the chapter omits).
+    Regression has a direction (``F`` predicts Y from X, not the reverse), so the result
+    depends on which view is predicted from which; ``direction`` says:
 
-    The latent space is the reference view's feature space, centred on its mean
-    (``n_components=None``), or its first ``n_components`` principal components (PCA of all
-    the reference's rows), as in the chapter's LSI variant.
+    - ``"symmetric"`` (default): every view is predicted from every other, and the latent
+      space is the concatenation of all views' feature spaces, each centred and divided by its
+      root total variance ``s_v = sqrt(tr Cov(X_v))`` so that no view dominates by its units. A row
+      ``x`` of view a becomes ``[..., ((x - m_a) F_ab + m_b - c_b) / s_b, ..., (x - c_a) / s_a, ...]``
+      (``m`` anchor means, ``c`` view means): its own features in its own block, its prediction
+      of view b's features in b's block. Swapping the views only permutes the latent columns,
+      so distances, and every metric, do not depend on the view order.
+    - ``"to_first"``: the chapter's one-sided form. The latent space is the first view's (the
+      reference's) feature space; every other view ``v`` is mapped into it by its own ``F_v``,
+      fitted to predict the reference from view ``v``.
+
+    With ``n_components`` each block is replaced by its first ``n_components`` principal
+    components (PCA of all rows of that view), as in the chapter's LSI variant.
 
     Parameters
     ----------
     n_components : int or None
+    direction : "symmetric" or "to_first"
+
+    Attributes
+    ----------
+    coef_ : dict (a, b) -> F (p_a, p_b), the least-squares map from view a's centred features to
+        view b's (only pairs into the reference with ``"to_first"``)
 
     Examples
     --------
@@ -211,37 +228,61 @@ class LeastSquaresAlignment(SpectralAlignment):
     >>> X = np.random.default_rng(0).normal(size=(20, 3))
     >>> M = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
     >>> problem = AlignmentProblem.paired({"ref": X @ M, "b": X}).split_anchors(5, seed=0)
-    >>> emb = LeastSquaresAlignment().fit(problem).embedding_
+    >>> emb = LeastSquaresAlignment(direction="to_first").fit(problem).embedding_
     >>> bool(np.allclose(emb["b"], emb["ref"]))
     True
     """
 
-    def __init__(self, n_components: int | None = None):
+    def __init__(self, n_components: int | None = None, direction: str = "symmetric"):
         self.n_components = n_components
+        self.direction = direction
+
+    def _basis(self, X, name):
+        """Latent basis of one view's feature block: centred features, or their principal components."""
+        if self.n_components is None:
+            return embed_view(X, X.shape[1], "none", name=name)
+        return embed_view(X, min(self.n_components, X.shape[1]), "pca", name=name)
+
+    def _regression(self, problem, a, b):
+        """F (p_a, p_b) and the anchor means m_a, m_b: least squares predicting view b from view a."""
+        corr = self._anchor_pairs(problem, a, b, 1, "least squares")
+        Xa, Xb = problem.views[a][corr.index_a], problem.views[b][corr.index_b]  # [m, p_a], [m, p_b]
+        mean_a, mean_b = Xa.mean(axis=0), Xb.mean(axis=0)
+        F, *_ = np.linalg.lstsq(Xa - mean_a, Xb - mean_b, rcond=None)  # F = X^+ Y: [p_a, p_b]
+        self.coef_[(a, b)] = F
+        return F, mean_a, mean_b
 
     def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
+        if self.direction not in ("symmetric", "to_first"):
+            raise ValueError(f"direction must be 'symmetric' or 'to_first', got {self.direction!r}")
         views = problem.views
         names = views.names
-        reference = names[0]
-        Y = views[reference]
-        if self.n_components is None:
-            basis = embed_view(Y, Y.shape[1], "none", name=reference)
-        else:
-            basis = embed_view(Y, self.n_components, "pca", name=reference)
-        P, c_ref = basis.projection, basis.center  # [p_ref, d], [p_ref]
-        projections, centers, offsets = {reference: P}, {reference: c_ref}, {reference: np.zeros(P.shape[1])}
         self.coef_ = {}
-        for v in names[1:]:
-            corr = self._anchor_pairs(problem, reference, v, 1, "least squares")
-            Xa, Ya = views[v][corr.index_b], Y[corr.index_a]  # [m, p_v], [m, p_ref]
-            mean_x, mean_y = Xa.mean(axis=0), Ya.mean(axis=0)
-            F, *_ = np.linalg.lstsq(Xa - mean_x, Ya - mean_y, rcond=None)  # F = X^+ Y: [p_v, p_ref]
-            self.coef_[v] = F
-            # predicted reference row (x - mean_x) F + mean_y, expressed in the latent basis
-            projections[v], centers[v], offsets[v] = F @ P, mean_x, (mean_y - c_ref) @ P
+        targets = names if self.direction == "symmetric" else names[:1]  # latent blocks
+        bases = {t: self._basis(views[t], t) for t in targets}
+        scales = {t: 1.0 for t in targets}
+        if self.direction == "symmetric":
+            scales = {t: 1.0 / max(float(np.sqrt(np.mean(np.sum((views[t] - bases[t].center) ** 2, axis=1)))),
+                                   np.finfo(float).tiny) for t in targets}
+        projections, centers, offsets = {}, {}, {}
+        for v in names:
+            c_v = views[v].mean(axis=0)
+            blocks, shifts = [], []
+            for t in targets:
+                P, c_t = bases[t].projection * scales[t], bases[t].center  # [p_t, d_t], [p_t]
+                if t == v:
+                    blocks.append(P)
+                    shifts.append(np.zeros(P.shape[1]))
+                else:
+                    F, mean_v, mean_t = self._regression(problem, v, t)
+                    # predicted row of t: (x - c_v) F + (c_v - mean_v) F + mean_t, in t's latent block
+                    blocks.append(F @ P)
+                    shifts.append(((c_v - mean_v) @ F + mean_t - c_t) @ P)
+            projections[v], centers[v], offsets[v] = np.hstack(blocks), c_v, np.concatenate(shifts)
         means = {v: (views[v] - centers[v]) @ projections[v] + offsets[v] for v in names}
         return LatentEmbedding(means, projections=projections, centers=centers, offsets=offsets,
-                               method="least_squares", info={"reference": reference})
+                               method="least_squares",
+                               info={"direction": self.direction, "blocks": list(targets)})
 
 
 class AnchorSimilarityBaseline(SpectralAlignment):

@@ -61,7 +61,7 @@ class JointLaplacianAlignment(SpectralAlignment):
         Weight of the within-view term (``nu`` of section 5.2).
     hard_constraints : bool
         Merge corresponding instances (section 5.3.2) instead of soft ``mu`` edges.
-    affinity : "heat" or "connectivity"
+    affinity : "local", "heat" or "connectivity"
         Within-view weights: heat kernel ``exp(-d^2 / (2 sigma^2))`` or 0/1.
     sigma : float, optional
         Heat-kernel width; default the median k-NN distance of each view.
@@ -96,7 +96,7 @@ class JointLaplacianAlignment(SpectralAlignment):
     """
 
     def __init__(self, n_components: int = 2, n_neighbors: int = 10, *, mu: float = 100.0, nu: float = 1.0,
-                 hard_constraints: bool = False, affinity: str = "heat", sigma: float | None = None,
+                 hard_constraints: bool = False, affinity: str = "local", sigma: float | None = None,
                  connect_components: bool = False, eigen_solver: str = "auto", seed=0):
         self.n_components = n_components
         self.n_neighbors = n_neighbors

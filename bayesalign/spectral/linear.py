@@ -56,7 +56,7 @@ class LinearAlignment(SpectralAlignment):
         k of the within-view k-NN graphs.
     mu, nu : float
         Weights of the correspondence and within-view terms (section 5.2).
-    affinity : "heat" or "connectivity"
+    affinity : "local", "heat" or "connectivity"
     sigma : float, optional
         Heat-kernel width (default: median k-NN distance per view).
     reg : float
@@ -88,8 +88,8 @@ class LinearAlignment(SpectralAlignment):
     True
     """
 
-    def __init__(self, n_components: int = 2, n_neighbors: int = 10, *, mu: float = 1.0, nu: float = 1.0,
-                 affinity: str = "heat", sigma: float | None = None, reg: float = 1e-6,
+    def __init__(self, n_components: int = 2, n_neighbors: int = 10, *, mu: float = 100.0, nu: float = 1.0,
+                 affinity: str = "local", sigma: float | None = None, reg: float = 1e-6,
                  connect_components: bool = False, eigen_solver: str = "auto", seed=0):
         self.n_components = n_components
         self.n_neighbors = n_neighbors

@@ -172,7 +172,11 @@ class MultiscaleAlignment(SpectralAlignment):
         lambda^(2^k) >= epsilon.
     max_levels : int
         Number of dyadic powers computed at most.
-    level : "feature" or "instance"
+    level : "auto", "feature" or "instance"
+        ``"auto"`` (default): ``"instance"`` when all views together have at most
+        ``auto_instance_limit`` rows, else ``"feature"``. On the shipped real pairs at 10% anchors the
+        instance level aligns far better than the feature level (benchmarks/RESULTS.md, "Spectral
+        methods"), but it is dense in the rows (an N x N pivoted QR, cubic in N).
     n_neighbors, affinity, sigma : within-view graphs (``bayesalign.spectral._base.within_view_affinity``)
     mu, nu : weights of the correspondence and within-view terms of the joint adjacency.
     min_components : int
@@ -181,6 +185,8 @@ class MultiscaleAlignment(SpectralAlignment):
         Join disconnected within-view graphs by their shortest edges.
     max_samples : int
         Largest total number of rows for ``level="instance"``.
+    auto_instance_limit : int
+        Largest total number of rows for which ``level="auto"`` picks the instance level.
 
     Attributes
     ----------
@@ -193,6 +199,8 @@ class MultiscaleAlignment(SpectralAlignment):
         The coarsest level with at least ``min_components`` dimensions.
     wavelets_ : dict
         The raw output of :func:`diffusion_wavelets` (all levels).
+    level_ : "feature" or "instance"
+        The level that was fitted (what ``level="auto"`` chose).
 
     Examples
     --------
@@ -202,15 +210,15 @@ class MultiscaleAlignment(SpectralAlignment):
     >>> Q, _ = np.linalg.qr(rng.normal(size=(5, 5)))
     >>> problem = AlignmentProblem({"a": X, "b": X @ Q},
     ...                            anchors=Correspondence.from_pairs([(i, i) for i in range(0, 80, 4)], ("a", "b")))
-    >>> model = MultiscaleAlignment(epsilon=1e-3).fit(problem)
+    >>> model = MultiscaleAlignment(epsilon=1e-3, level="feature").fit(problem)
     >>> model.dimensions_[0], model.dimensions_[-1]
     (10, 1)
     """
 
-    def __init__(self, epsilon: float = 1e-6, max_levels: int = 12, level: str = "feature",
-                 n_neighbors: int = 10, affinity: str = "heat", sigma: float | None = None, mu: float = 1.0,
+    def __init__(self, epsilon: float = 1e-6, max_levels: int = 12, level: str = "auto",
+                 n_neighbors: int = 10, affinity: str = "local", sigma: float | None = None, mu: float = 100.0,
                  nu: float = 1.0, min_components: int = 2, connect_components: bool = False,
-                 max_samples: int = 4000):
+                 max_samples: int = 4000, auto_instance_limit: int = 2500):
         self.epsilon = epsilon
         self.max_levels = max_levels
         self.level = level
@@ -222,12 +230,13 @@ class MultiscaleAlignment(SpectralAlignment):
         self.min_components = min_components
         self.connect_components = connect_components
         self.max_samples = max_samples
+        self.auto_instance_limit = auto_instance_limit
 
     def _joint_graph(self, problem):
         views = problem.views
         names = views.names
         within = {v: within_view_affinity(views[v], self.n_neighbors, affinity=self.affinity, sigma=self.sigma,
-                                          connect_components=self.connect_components, name=f"view {v!r}")
+                                          connect_components=self.connect_components, name=v)
                   for v in names}
         for v, Wv in within.items():
             check_connected(Wv, name=f"the k-NN graph of view {v!r}")
@@ -236,15 +245,19 @@ class MultiscaleAlignment(SpectralAlignment):
         return W
 
     def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
-        if self.level not in ("feature", "instance"):
-            raise ValueError(f"level must be 'feature' or 'instance', got {self.level!r}")
+        if self.level not in ("auto", "feature", "instance"):
+            raise ValueError(f"level must be 'auto', 'feature' or 'instance', got {self.level!r}")
         views = problem.views
         names = views.names
         slices = view_offsets(views.n_samples, names)
         N = int(sum(views.n_samples.values()))
+        level = self.level
+        if level == "auto":
+            level = "instance" if N <= self.auto_instance_limit else "feature"
+        self.level_ = level
         W = self._joint_graph(problem)
         L, D = laplacian(W)
-        if self.level == "feature":
+        if level == "feature":
             centers = {v: views[v].mean(axis=0) for v in names}
             feat = view_offsets(views.n_features, names)
             P_total = int(sum(views.n_features.values()))
@@ -284,7 +297,7 @@ class MultiscaleAlignment(SpectralAlignment):
             if dims and phi.shape[1] == dims[-1]:
                 continue  # the same subspace as the previous level
             coords = coordinates_of(phi)
-            info = {"power": 2**k, "epsilon": self.epsilon, "level": self.level}
+            info = {"power": 2**k, "epsilon": self.epsilon, "level": level}
             if mapping_of is None:
                 emb = LatentEmbedding(split_rows(coords, slices), method="multiscale (instance)", info=info)
             else:

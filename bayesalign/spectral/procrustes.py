@@ -72,7 +72,7 @@ class ProcrustesAlignment(SpectralAlignment):
         See :func:`bayesalign.spectral.embed_view`.
     n_neighbors : int
         k of the k-NN graphs (graph embeddings only).
-    affinity : "heat" or "connectivity"
+    affinity : "local", "heat" or "connectivity"
     reg : float
         Relative ridge of LPP.
     connect_components : bool
@@ -103,7 +103,7 @@ class ProcrustesAlignment(SpectralAlignment):
     """
 
     def __init__(self, n_components: int = 2, embedding: str = "laplacian", n_neighbors: int = 10, *,
-                 affinity: str = "heat", reg: float = 1e-6, connect_components: bool = False):
+                 affinity: str = "local", reg: float = 1e-6, connect_components: bool = False):
         self.n_components = n_components
         self.embedding = embedding
         self.n_neighbors = n_neighbors

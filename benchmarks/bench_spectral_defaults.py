@@ -1,0 +1,129 @@
+"""FOSCTTM of the spectral alignments on the shipped real pairs: old settings against new defaults.
+
+Every method is fitted at 10% anchors (``split_anchors(0.1, seed=0)``) and scored by FOSCTTM
+(:func:`bayesalign.metrics.foscttm`, over the unaligned rows; 0 perfect, 0.5 random) with its
+*old* settings (single-width heat kernel, LinearAlignment ``mu=1``, MultiscaleAlignment at the
+feature level with ``mu=1``, Procrustes on Laplacian eigenmaps, least squares in one direction)
+and with the *new* defaults (``Method(n_components=d)`` and nothing else), side by side in one run.
+A third column, where there is one, shows another candidate that was measured for the default.
+
+Data (``bayesalign.datasets``): mfeat pairs fou/pix, fou/kar and zer/mor (60 digits per class,
+600 rows; ``--quick``: 40), digit halves (600 images of all classes), mocap (358 frames), protein
+(models 1 and 21, 215 residues). ``n_components = min(5, the smallest number of features)``.
+Warnings raised by a fit are counted in the columns ``w``; ``new s`` is the new default's fit time.
+
+    python benchmarks/bench_spectral_defaults.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+import bayesalign as ba
+from bayesalign.metrics import foscttm
+from bayesalign.spectral import (
+    AffineAlignment,
+    JointLaplacianAlignment,
+    LeastSquaresAlignment,
+    LinearAlignment,
+    MultiscaleAlignment,
+    ProcrustesAlignment,
+)
+
+
+def datasets(quick: bool) -> dict:
+    """name -> AlignmentProblem (two views) with 10% anchors."""
+    n_per_class = 40 if quick else 60
+    problems = {
+        "mfeat fou/pix": ba.datasets.mfeat(("fou", "pix"), n_per_class=n_per_class, seed=0),
+        "mfeat fou/kar": ba.datasets.mfeat(("fou", "kar"), n_per_class=n_per_class, seed=0),
+        "mfeat zer/mor": ba.datasets.mfeat(("zer", "mor"), n_per_class=n_per_class, seed=0),
+        "digit halves": ba.datasets.digits_halves(None, n=10 * n_per_class, seed=0),
+        "mocap": ba.datasets.mocap(),
+        "protein 1/21": ba.datasets.protein(models=(1, 21)),
+    }
+    return {name: p.split_anchors(0.1, seed=0) for name, p in problems.items()}
+
+
+def swapped(problem):
+    """The same problem with the two views in the other order."""
+    a, b = problem.views.names
+    return ba.AlignmentProblem({b: problem.views[b], a: problem.views[a]},
+                               anchors=problem.anchors_between(b, a), truth=problem.truth_between(b, a))
+
+
+def methods(d: int) -> list:
+    """(method, {setting label: factory problem -> fitted model}) rows."""
+    return [
+        ("joint Laplacian", {
+            "old": lambda p: JointLaplacianAlignment(d, affinity="heat").fit(p),
+            "new": lambda p: JointLaplacianAlignment(d).fit(p)}),
+        ("linear (manifold proj.)", {
+            "old": lambda p: LinearAlignment(d, mu=1.0, affinity="heat").fit(p),
+            "new": lambda p: LinearAlignment(d).fit(p),
+            "mu=100 heat": lambda p: LinearAlignment(d, mu=100.0, affinity="heat").fit(p),
+            "mu=1 local": lambda p: LinearAlignment(d, mu=1.0).fit(p)}),
+        ("multiscale", {
+            "old": lambda p: MultiscaleAlignment(level="feature", mu=1.0, affinity="heat", min_components=d).fit(p),
+            "new": lambda p: MultiscaleAlignment(min_components=d).fit(p),
+            "instance": lambda p: MultiscaleAlignment(level="instance", min_components=d).fit(p),
+            "mu=1 local": lambda p: MultiscaleAlignment(mu=1.0, min_components=d).fit(p)}),
+        ("Procrustes", {
+            "old": lambda p: ProcrustesAlignment(d, embedding="laplacian", affinity="heat").fit(p),
+            "new": lambda p: ProcrustesAlignment(d).fit(p),
+            "lpp": lambda p: ProcrustesAlignment(d, embedding="lpp").fit(p),
+            "pca": lambda p: ProcrustesAlignment(d, embedding="pca").fit(p)}),
+        ("affine (diffusion)", {
+            "old": lambda p: AffineAlignment(d, affinity="heat").fit(p),
+            "new": lambda p: AffineAlignment(d).fit(p)}),
+        ("least squares", {
+            "old": lambda p: LeastSquaresAlignment(direction="to_first").fit(p),
+            "new": lambda p: LeastSquaresAlignment().fit(p),
+            "old, swapped": lambda p: LeastSquaresAlignment(direction="to_first").fit(swapped(p))}),
+    ]
+
+
+def score(factory, problem) -> tuple[float, int, float]:
+    """(FOSCTTM, number of warnings, seconds); FOSCTTM is nan when the fit raises."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = factory(problem)
+            value = foscttm(model.embedding_, problem, views=problem.views.names[:2])
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            print(f"    ({type(exc).__name__}: {str(exc)[:100]})")
+            value = float("nan")
+    return value, len(caught), time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="40 digits per class instead of 100")
+    args = parser.parse_args()
+    problems = datasets(args.quick)
+    print("FOSCTTM at 10% anchors (0 perfect, 0.5 random); w = warnings raised by the fit")
+    print(f"{'data':<15}{'method':<25}{'old':>8}{'w':>3}{'new':>8}{'w':>3}{'new s':>7}   other")
+    totals = {}
+    for data_name, problem in problems.items():
+        d = min(5, *problem.views.n_features.values())
+        for method, settings in methods(d):
+            results = {label: score(factory, problem) for label, factory in settings.items()}
+            (old, w_old, _), (new, w_new, seconds) = results["old"], results["new"]
+            others = "  ".join(f"{label} {v:.3f}" for label, (v, _, _) in results.items()
+                               if label not in ("old", "new"))
+            print(f"{data_name:<15}{method:<25}{old:>8.3f}{w_old:>3}{new:>8.3f}{w_new:>3}{seconds:>7.1f}   {others}",
+                  flush=True)
+            totals.setdefault(method, []).append((old, new))
+    print(f"\n{'mean over data':<40}{'old':>8}{'new':>11}")
+    for method, pairs in totals.items():
+        old, new = np.nanmean([p[0] for p in pairs]), np.nanmean([p[1] for p in pairs])
+        print(f"{'':<15}{method:<25}{old:>8.3f}{new:>11.3f}")
+
+
+if __name__ == "__main__":
+    main()
