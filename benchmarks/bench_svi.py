@@ -1,0 +1,272 @@
+"""The stochastic MRD engine (bayesalign.gp.StochasticMRD): agreement with the collapsed bound, non-Gaussian
+views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
+
+--agreement: the reference workload of ``bench_mrd.py`` (2 views, N=100, D=20, Q=5, M=20, ``make_views``):
+  the collapsed MRD (1000 L-BFGS-B evaluations, defaults) and the SVI engine from the same PCA start
+  (full batch, Adam + natural gradients on q(u)); both bounds (the SVI one averaged over 256 draws of X,
+  with its standard error), their relative gap, and each model's shared dimensions.
+--likelihood: MAD's toy ("linear_shared_private", N=100, 20 anchors) with view Y2 binarised at each
+  column's median (or Poisson counts, ``--counts``): anchors are entities observed by both views, the
+  other rows entities of their own view only (``observed=``); the unaligned rows are matched by the
+  Hungarian method (``bayesalign.matching.linear_assignment``) on the squared distances of their q(X)
+  means in the shared dimensions. Accuracy (fraction matched to their true partner) with the right
+  likelihood and with Y2 treated as Gaussian, over ``--seeds``.
+--scale: 2 views, N=100,000, D=50 each, Q=10, M=128 (random smooth maps of a 10-d latent): seconds per
+  epoch (minibatches of ``--batch-size`` entities) and the peak resident memory of one process per model,
+  for this engine, GPyTorch's Bayesian GPLVM (``gpytorch.models.gplvm``, its example's model over both
+  views concatenated, one batch GP per output) and Pyro's GPLVM (``pyro.contrib.gp.models.GPLVM`` over a
+  ``VariationalSparseGP``, full batch: one step is one epoch). ``--epochs`` epochs each.
+
+Run:  python benchmarks/bench_svi.py --agreement
+      python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2]
+      python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def agreement(args):
+    from bench_mrd import make_views
+
+    from bayesalign.gp import MRD, StochasticMRD
+
+    views = make_views(100, 20, args.seed)
+    start = time.perf_counter()
+    mrd = MRD(latent_dim=5, num_inducing=20, max_iter=1000, progress=False, seed=args.seed).fit(views)
+    t_mrd = time.perf_counter() - start
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svi = StochasticMRD(latent_dim=5, num_inducing=20, batch_size=100, max_epochs=args.epochs,
+                            learning_rate=args.lr, window=100, tol=1e-5, progress=False, seed=args.seed).fit(views)
+    t_svi = time.perf_counter() - start
+    draws = np.array([svi.elbo(num_samples=1, seed=s) for s in range(256)])
+    elbo, se = draws.mean(), draws.std(ddof=1) / np.sqrt(draws.size)
+    bound = mrd.elbo()
+    print(f"reference workload (N=100, D=20 x 2, Q=5, M=20), seed {args.seed}")
+    print(f"  collapsed MRD bound      {bound:10.2f}   ({t_mrd:.1f} s, {mrd.n_iter_} evaluations), "
+          f"shared dims {mrd.shared_dims().tolist()}")
+    print(f"  SVI ELBO (256 draws)     {elbo:10.2f} +- {se:.2f}   ({t_svi:.1f} s, {svi.n_epochs_} epochs, converged "
+          f"{svi.converged_}{', ' + str(len(caught)) + ' warning(s)' if caught else ''}), "
+          f"shared dims {svi.shared_dims().tolist()}")
+    print(f"  gap (bound - ELBO) / |bound| = {(bound - elbo) / abs(bound):.4f}")
+    print(f"  relevance MRD {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in mrd.relevance_.items())}")
+    print(f"  relevance SVI {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in svi.relevance_.items())}")
+
+
+def _match_accuracy(problem, likelihood2, seed, epochs):
+    from bayesalign.gp import StochasticMRD
+    from bayesalign.matching import linear_assignment
+
+    anchors = problem.anchors_between("Y1", "Y2").pairs  # [A, 2]
+    rows1, rows2 = problem.unaligned("Y1"), problem.unaligned("Y2")
+    A = anchors.shape[0]
+    e1 = np.empty(problem.views.n_samples["Y1"], dtype=np.int64)
+    e2 = np.empty(problem.views.n_samples["Y2"], dtype=np.int64)
+    e1[anchors[:, 0]] = e2[anchors[:, 1]] = np.arange(A)
+    e1[rows1] = A + np.arange(rows1.size)
+    e2[rows2] = A + rows1.size + np.arange(rows2.size)
+    views = {"Y1": problem.views["Y1"], "Y2": problem.views["Y2"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StochasticMRD(latent_dim=5, num_inducing=20, likelihood={"Y2": likelihood2}, batch_size=200,
+                              max_epochs=epochs, learning_rate=0.02, progress=False, seed=seed).fit(
+            views, observed={"Y1": e1, "Y2": e2})
+    dims = model.shared_dims()
+    dims = dims if dims.size else np.arange(model.latent_dim)
+    mean = model.latent_mean_[:, dims]
+    a, b = mean[e1[rows1]], mean[e2[rows2]]
+    cost = np.square(a[:, None, :] - b[None, :, :]).sum(-1)  # [u1, u2]
+    pairs = linear_assignment(cost, views=("Y1", "Y2")).pairs
+    truth = problem.truth_between("Y1", "Y2").mapping()
+    hits = sum(truth.get(int(rows1[i])) == int(rows2[j]) for i, j in pairs)
+    return hits / rows1.size, dims.size
+
+
+def likelihood(args):
+    import bayesalign as ba
+
+    name = "poisson" if args.counts else "bernoulli"
+    print(f"MAD toy linear_shared_private, N=100, 20 anchors, Y2 as {'Poisson counts' if args.counts else 'binary'}; "
+          f"{args.epochs} epochs")
+    results = {name: [], "gaussian": []}
+    for seed in args.seeds:
+        problem = ba.datasets.mad_toy("linear_shared_private", seed=seed, n=100, n_anchors=20)
+        Y2 = problem.views["Y2"]
+        if args.counts:
+            rng = np.random.default_rng(seed)
+            Y2 = rng.poisson(np.exp((Y2 - Y2.mean(0)) / Y2.std(0))).astype(float)
+        else:
+            Y2 = (Y2 > np.median(Y2, 0)).astype(float)
+        problem = problem.replace(views=ba.Views({"Y1": problem.views["Y1"], "Y2": Y2}))
+        for lik in (name, "gaussian"):
+            start = time.perf_counter()
+            acc, n_shared = _match_accuracy(problem, lik, seed, args.epochs)
+            results[lik].append(acc)
+            print(f"  seed {seed}: Y2 {lik:10s} accuracy {acc:.3f} ({n_shared} shared dims, "
+                  f"{time.perf_counter() - start:.1f} s)", flush=True)
+    for lik, accs in results.items():
+        print(f"  mean accuracy, Y2 {lik:10s}: {np.mean(accs):.3f}")
+
+
+def _scale_data(N, D, Q, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, Q)).astype(np.float32)
+    views = []
+    for _ in range(2):
+        W = rng.standard_normal((Q, D)).astype(np.float32) / np.sqrt(Q)
+        Y = np.tanh(X @ W) + 0.1 * rng.standard_normal((N, D)).astype(np.float32)
+        views.append(Y)
+    return views
+
+
+def _peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def scale_one(which, args):
+    """One model in this process: prints 'RESULT which seconds_per_epoch peak_MB final_loss'."""
+    torch.set_num_threads(args.threads)
+    N, D, Q, M, B = args.n, 50, 10, 128, args.batch_size
+    views = _scale_data(N, D, Q)
+    dtype = torch.float32
+    if which == "ours":
+        from bayesalign.gp import StochasticMRD
+
+        times = []
+        model = StochasticMRD(latent_dim=Q, num_inducing=M, batch_size=B, max_epochs=args.epochs, init="random",
+                              dtype=dtype, device=args.device, progress=False, seed=0)
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit({"a": views[0], "b": views[1]})
+        times = (time.perf_counter() - start) / args.epochs
+        print(f"RESULT ours {times:.2f} {_peak_mb():.0f} {model.elbo_history_[-1]:.6g}", flush=True)
+    elif which == "gpytorch":
+        import gpytorch
+        from gpytorch.likelihoods import GaussianLikelihood
+        from gpytorch.mlls import VariationalELBO
+        from gpytorch.models.gplvm import BayesianGPLVM, VariationalLatentVariable
+        from gpytorch.priors import NormalPrior
+        from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
+
+        Y = torch.tensor(np.hstack(views))  # [N, 2D]: both views, one model (the GPLVM has one output space)
+
+        class GPLVM(BayesianGPLVM):  # GPyTorch's Bayesian GPLVM example model
+            def __init__(self, n, data_dim, latent_dim, n_inducing):
+                self.batch_shape = torch.Size([data_dim])
+                inducing = torch.randn(data_dim, n_inducing, latent_dim)
+                q_u = CholeskyVariationalDistribution(n_inducing, batch_shape=self.batch_shape)
+                q_f = VariationalStrategy(self, inducing, q_u, learn_inducing_locations=True)
+                prior_x = NormalPrior(torch.zeros(n, latent_dim), torch.ones(n, latent_dim))
+                X = VariationalLatentVariable(n, data_dim, latent_dim, torch.randn(n, latent_dim), prior_x)
+                super().__init__(X, q_f)
+                self.mean_module = gpytorch.means.ConstantMean(batch_shape=self.batch_shape)
+                self.covar_module = gpytorch.kernels.ScaleKernel(
+                    gpytorch.kernels.RBFKernel(ard_num_dims=latent_dim))
+
+            def forward(self, X):
+                return gpytorch.distributions.MultivariateNormal(self.mean_module(X), self.covar_module(X))
+
+        model = GPLVM(N, Y.shape[1], Q, M)
+        lik = GaussianLikelihood(batch_shape=model.batch_shape)
+        mll = VariationalELBO(lik, model, num_data=N)
+        optimiser = torch.optim.Adam([{"params": model.parameters()}, {"params": lik.parameters()}], lr=0.01)
+        start = time.perf_counter()
+        for _ in range(args.epochs):
+            for idx in torch.randperm(N).split(B):
+                optimiser.zero_grad()
+                sample = model.sample_latent_variable()[idx]
+                loss = -mll(model(sample), Y[idx].T).sum()
+                loss.backward()
+                optimiser.step()
+        seconds = (time.perf_counter() - start) / args.epochs
+        print(f"RESULT gpytorch {seconds:.2f} {_peak_mb():.0f} {-loss.item() * N:.6g}", flush=True)
+    elif which == "pyro":
+        import pyro
+        import pyro.contrib.gp as gp
+        import pyro.distributions as dist
+
+        Y = torch.tensor(np.hstack(views)).T  # [2D, N]: Pyro's GPLVM takes outputs as [D, N]
+        X_prior = torch.zeros(N, Q)
+        kernel = gp.kernels.RBF(input_dim=Q, lengthscale=torch.ones(Q))
+        Xu = torch.randn(M, Q)
+        vsgp = gp.models.VariationalSparseGP(X_prior.clone(), Y, kernel, Xu, likelihood=gp.likelihoods.Gaussian(),
+                                             latent_shape=torch.Size([Y.shape[0]]), whiten=True, jitter=1e-4)
+        vsgp.X = pyro.nn.PyroSample(dist.Normal(X_prior, 1.0).to_event())
+        gplvm = gp.models.GPLVM(vsgp)
+        gplvm.autoguide("X", dist.Normal)
+        optimiser = torch.optim.Adam(gplvm.parameters(), lr=0.01)
+        loss_fn = pyro.infer.TraceMeanField_ELBO().differentiable_loss
+        start = time.perf_counter()
+        for _ in range(args.epochs):  # full batch: one step per epoch
+            optimiser.zero_grad()
+            loss = loss_fn(gplvm.model, gplvm.guide)
+            loss.backward()
+            optimiser.step()
+        seconds = (time.perf_counter() - start) / args.epochs
+        print(f"RESULT pyro {seconds:.2f} {_peak_mb():.0f} {-loss.item():.6g}", flush=True)
+
+
+def scale(args):
+    print(f"scale: 2 views, N={args.n}, D=50 each, Q=10, M=128, float32, {args.threads} thread(s), {args.epochs} "
+          f"epoch(s), minibatches of {args.batch_size} (Pyro's GPLVM: full batch)")
+    print(f"  {'model':10s} {'s/epoch':>9s} {'peak MB':>9s} {'last ELBO':>12s}")
+    for which in args.which:  # one process each: ru_maxrss is a per-process peak
+        cmd = [sys.executable, __file__, "--scale-one", which, "--n", str(args.n), "--epochs", str(args.epochs),
+               "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
+        if not line:
+            print(f"  {which:10s} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else '?'}")
+            continue
+        _, name, seconds, peak, elbo = line[0].split()
+        print(f"  {name:10s} {float(seconds):9.2f} {float(peak):9.0f} {float(elbo):12.6g}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--likelihood", action="store_true")
+    parser.add_argument("--scale", action="store_true")
+    parser.add_argument("--scale-one", choices=["ours", "gpytorch", "pyro"])
+    parser.add_argument("--which", nargs="+", default=["ours", "gpytorch", "pyro"])
+    parser.add_argument("--counts", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--batch-size", type=int, default=2048)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    if args.scale_one:
+        args.epochs = args.epochs or 1
+        return scale_one(args.scale_one, args)
+    if args.agreement:
+        args.epochs = args.epochs or 3000
+        agreement(args)
+    if args.likelihood:
+        args.epochs = args.epochs or 600
+        likelihood(args)
+    if args.scale:
+        args.epochs = args.epochs or 1
+        scale(args)
+
+
+if __name__ == "__main__":
+    main()
