@@ -14,6 +14,7 @@ from .bgplvm import BayesianGPLVM
 from .io import load_model
 from .kernels import ard_relevance, make_kernel
 from .mrd import MRD
+from .svi import StochasticMRD
 
 __all__ = ["BayesianGPLVM", "MRD", "NonFiniteBoundError", "ard_relevance", "cca_latent", "load_model",
-           "make_kernel"]
+           "make_kernel", "StochasticMRD"]
