@@ -3,7 +3,8 @@
 Every method is fitted at 10% anchors (``split_anchors(0.1, seed=0)``) and scored by FOSCTTM
 (:func:`bayesalign.metrics.foscttm`, over the unaligned rows; 0 perfect, 0.5 random) with its
 *old* settings (single-width heat kernel, LinearAlignment ``mu=1``, MultiscaleAlignment at the
-feature level with ``mu=1``, Procrustes on Laplacian eigenmaps, least squares in one direction)
+feature level with ``mu=1``, Procrustes on Laplacian eigenmaps, least squares in one direction,
+the second view regressed on the first)
 and with the *new* defaults (``Method(n_components=d)`` and nothing else), side by side in one run.
 A third column, where there is one, shows another candidate that was measured for the default.
 
@@ -75,7 +76,7 @@ def methods(d: int) -> list:
         ("Procrustes", {
             "old": lambda p: ProcrustesAlignment(d, embedding="laplacian", affinity="heat").fit(p),
             "new": lambda p: ProcrustesAlignment(d).fit(p),
-            "lpp": lambda p: ProcrustesAlignment(d, embedding="lpp").fit(p),
+            "laplacian local": lambda p: ProcrustesAlignment(d, embedding="laplacian").fit(p),
             "pca": lambda p: ProcrustesAlignment(d, embedding="pca").fit(p)}),
         ("affine (diffusion)", {
             "old": lambda p: AffineAlignment(d, affinity="heat").fit(p),

@@ -60,8 +60,8 @@ def warned_rows(messages):
 GRAPH_METHODS = {
     "joint Laplacian": lambda affinity: JointLaplacianAlignment(3, affinity=affinity),
     "linear": lambda affinity: LinearAlignment(3, affinity=affinity),
-    "Procrustes laplacian": lambda affinity: ProcrustesAlignment(3, affinity=affinity),
-    "Procrustes lpp": lambda affinity: ProcrustesAlignment(3, embedding="lpp", affinity=affinity),
+    "Procrustes laplacian": lambda affinity: ProcrustesAlignment(3, embedding="laplacian", affinity=affinity),
+    "Procrustes lpp": lambda affinity: ProcrustesAlignment(3, affinity=affinity),
     "affine diffusion": lambda affinity: AffineAlignment(3, affinity=affinity),
     "multiscale feature": lambda affinity: MultiscaleAlignment(level="feature", min_components=3, affinity=affinity),
     "multiscale instance": lambda affinity: MultiscaleAlignment(level="instance", min_components=3, affinity=affinity),
@@ -137,13 +137,16 @@ def test_embedding_degeneracy_detects_rank_and_collapse():
 
 def test_procrustes_default_does_not_collapse_a_view():
     # the issue: the old default (Laplacian eigenmaps on the heat kernel) collapsed a view to a few
-    # distinct points; the new default keeps every distinct row distinct and says nothing
+    # distinct points; the new default (LPP on local scaling) keeps every distinct row distinct and
+    # says nothing, and so do Laplacian eigenmaps on local scaling
     _, spread = spread_problems()
-    model, messages = fit_recording(ProcrustesAlignment(3), spread)
-    assert model.degenerate_views_ == {}
-    for v in ("a", "b"):
-        assert np.unique(np.round(model.embedding_[v], 8), axis=0).shape[0] == 300
-    old, old_messages = fit_recording(ProcrustesAlignment(3, affinity="heat"), spread)
+    for model in (ProcrustesAlignment(3), ProcrustesAlignment(3, embedding="laplacian")):
+        model, messages = fit_recording(model, spread)
+        assert model.degenerate_views_ == {} and not any("degenerate" in m for m in messages)
+        for v in ("a", "b"):  # rows distinct to 1e-6 of the largest coordinate, as the check counts them
+            coords = model.embedding_[v]
+            assert np.unique(np.round(coords / (1e-6 * np.abs(coords).max())), axis=0).shape[0] == 300
+    old, old_messages = fit_recording(ProcrustesAlignment(3, embedding="laplacian", affinity="heat"), spread)
     assert set(old.degenerate_views_) and any("degenerate" in m for m in old_messages)
 
 

@@ -466,7 +466,8 @@ def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: 
         Laplacian eigenmaps: the ``n_components`` smallest non-trivial solutions of
         ``L f = lambda D f`` with ``F' D F = I`` (Belkin & Niyogi 2003). These are the
         eigenvectors of the normalized Laplacian used by Wang & Mahadevan (2008), step 2,
-        rescaled by ``D^{-1/2}``.
+        rescaled by ``D^{-1/2}``: that normalisation is the coordinates' scale (a row of degree
+        ``d_i`` sits at about ``1/sqrt(d_i)`` times the typical magnitude).
     ``"diffusion"``
         Diffusion maps (Coifman & Lafon 2006; used by Lafon, Keller & Coifman 2006): the same
         eigenvectors scaled by ``(1 - lambda)^t``, the eigenvalues of the random walk
@@ -479,6 +480,9 @@ def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: 
         Principal components of the centred view. Linear.
     ``"none"``
         The centred features themselves (``n_components`` must equal the number of features).
+
+    ``affinity`` is the within-view graph's weighting (:func:`within_view_affinity`; local
+    scaling by default).
     """
     X = np.asarray(X, dtype=np.float64)
     n, p = X.shape

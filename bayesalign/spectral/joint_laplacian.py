@@ -39,6 +39,13 @@ class JointLaplacianAlignment(SpectralAlignment):
     smallest non-trivial solutions of ``L f = lambda D f`` (section 5.2.2). Rows of ``F`` that
     belong to view ``g`` are its coordinates (section 5.2.3, step 4). Any number of views.
 
+    Scale: the coordinates are the D-normalised eigenvectors, ``F' D F = I`` (Laplacian
+    eigenmaps' normalisation), so a column has a root-mean-square of about
+    ``1 / sqrt(sum of all degrees)`` and a row of degree ``d_i`` gets coordinates of order
+    ``1 / sqrt(d_i)`` relative to that. A row nearly cut off from its neighbours (tiny degree)
+    would therefore be placed far out of scale; the default local-scaling affinity avoids such
+    rows, and a degree spread above ``bayesalign.graph.DEGREE_RATIO_LIMIT`` is warned about.
+
     With ``hard_constraints=True`` (section 5.3.2) corresponding instances are merged into one
     node instead of being tied by ``mu``-weighted edges: every group of rows linked by anchors
     (transitively, across all views) becomes one row of the joint graph whose edges are the sum
@@ -62,9 +69,13 @@ class JointLaplacianAlignment(SpectralAlignment):
     hard_constraints : bool
         Merge corresponding instances (section 5.3.2) instead of soft ``mu`` edges.
     affinity : "local", "heat" or "connectivity"
-        Within-view weights: heat kernel ``exp(-d^2 / (2 sigma^2))`` or 0/1.
+        Within-view weights (:func:`~bayesalign.spectral._base.within_view_affinity`): local
+        scaling ``exp(-d_ij^2 / (sigma_i sigma_j))``, ``sigma_i`` the distance to row i's 7th
+        neighbour (Zelnik-Manor & Perona 2004; the default, which does not leave a row far from
+        the others with a vanishing degree), one global heat-kernel width
+        ``exp(-d^2 / (2 sigma^2))`` (the chapter's), or 0/1.
     sigma : float, optional
-        Heat-kernel width; default the median k-NN distance of each view.
+        Width of ``affinity="heat"``; default the median k-NN distance of each view.
     connect_components : bool
         Join disconnected within-view graphs by their shortest edges. Otherwise a joint graph
         that is disconnected raises a ``ValueError`` naming its components: a component with no

@@ -55,10 +55,18 @@ class LinearAlignment(SpectralAlignment):
     n_neighbors : int
         k of the within-view k-NN graphs.
     mu, nu : float
-        Weights of the correspondence and within-view terms (section 5.2).
+        Weights of the correspondence and within-view terms (section 5.2). The chapter gives no
+        value for ``mu``; with ``mu = 1`` an anchor edge weighs less than a point's neighbourhood and
+        the projections hardly align the views (FOSCTTM near 0.45 on the shipped mfeat pairs at 10%
+        anchors, about 0.13 with the default ``mu = 100``; benchmarks/RESULTS.md, "Spectral methods").
     affinity : "local", "heat" or "connectivity"
+        Within-view weights (:func:`~bayesalign.spectral._base.within_view_affinity`): local
+        scaling ``exp(-d_ij^2 / (sigma_i sigma_j))``, ``sigma_i`` the distance to row i's 7th
+        neighbour (Zelnik-Manor & Perona 2004; the default, which does not leave a row far from
+        the others with a vanishing degree), one global heat-kernel width
+        ``exp(-d^2 / (2 sigma^2))`` (the chapter's), or 0/1.
     sigma : float, optional
-        Heat-kernel width (default: median k-NN distance per view).
+        Width of ``affinity="heat"``; default the median k-NN distance of each view.
     reg : float
         Relative ridge (see above); keep it > 0 unless every view has independent features.
     connect_components : bool

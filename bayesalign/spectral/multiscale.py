@@ -177,8 +177,11 @@ class MultiscaleAlignment(SpectralAlignment):
         ``auto_instance_limit`` rows, else ``"feature"``. On the shipped real pairs at 10% anchors the
         instance level aligns far better than the feature level (benchmarks/RESULTS.md, "Spectral
         methods"), but it is dense in the rows (an N x N pivoted QR, cubic in N).
-    n_neighbors, affinity, sigma : within-view graphs (``bayesalign.spectral._base.within_view_affinity``)
-    mu, nu : weights of the correspondence and within-view terms of the joint adjacency.
+    n_neighbors, affinity, sigma : within-view graphs (``bayesalign.spectral._base.within_view_affinity``;
+        ``affinity="local"``, local scaling, by default; ``"heat"`` is the chapter's single width)
+    mu, nu : weights of the correspondence and within-view terms of the joint adjacency (``mu = 100`` by
+        default, as in :class:`~bayesalign.spectral.JointLaplacianAlignment`; with ``mu = 1`` the anchors
+        hardly tie the views together on the shipped real pairs).
     min_components : int
         ``embedding_`` is the coarsest level with at least this many dimensions.
     connect_components : bool
@@ -218,7 +221,7 @@ class MultiscaleAlignment(SpectralAlignment):
     def __init__(self, epsilon: float = 1e-6, max_levels: int = 12, level: str = "auto",
                  n_neighbors: int = 10, affinity: str = "local", sigma: float | None = None, mu: float = 100.0,
                  nu: float = 1.0, min_components: int = 2, connect_components: bool = False,
-                 max_samples: int = 4000, auto_instance_limit: int = 2500):
+                 max_samples: int = 4000, auto_instance_limit: int = 1500):
         self.epsilon = epsilon
         self.max_levels = max_levels
         self.level = level
