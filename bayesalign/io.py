@@ -241,14 +241,29 @@ def _check_unique_names(names, path) -> None:
 
 
 def _read_array_view(path: Path, kind: str, key: str | None, name: str) -> ViewFile:
+    import zipfile
+    import zlib
+
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except ValueError as exc:  # object arrays would need pickle, which we never load
-        raise InputError(f"{path}: cannot be read without pickle ({exc}); save numeric arrays") from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{path}: not a readable {kind} file ({exc})") from None
+        return _read_array_file(path, kind, key, name)
+    except InputError:
+        raise
+    except ValueError as exc:  # object arrays would need pickle, which we never load; a bad header
+        raise InputError(f"{path}: cannot be read as a numeric array without pickle ({' '.join(str(exc).split())})"
+                         "; save numeric arrays") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:  # truncated or corrupt
+        raise InputError(f"{path}: not a readable {kind} file ({type(exc).__name__}: {exc})") from None
+
+
+def _read_array_file(path: Path, kind: str, key: str | None, name: str) -> ViewFile:
+    loaded = np.load(path, allow_pickle=False)
+    if kind == ".npy" and not isinstance(loaded, np.ndarray):  # a zip (an .npz) under an .npy name
+        loaded.close()
+        raise InputError(f"{path}: holds an .npz archive, not one .npy array; rename it to .npz")
     row_names = columns = None
     if kind == ".npz":
+        if isinstance(loaded, np.ndarray):
+            raise InputError(f"{path}: holds one .npy array, not an .npz archive; rename it to .npy")
         with loaded:
             keys = list(loaded.files)
             data_keys = [k for k in keys if k not in ("row_names", "columns")]

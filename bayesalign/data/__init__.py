@@ -5,6 +5,7 @@ from .alignment import Alignment
 from .correspondence import Correspondence
 from .embedding import LatentEmbedding
 from .problem import AlignmentProblem
-from .views import Views, check_view
+from .views import InputTypeError, Views, check_view
 
-__all__ = ["Alignment", "AlignmentProblem", "Correspondence", "LatentEmbedding", "Views", "check_view"]
+__all__ = ["Alignment", "AlignmentProblem", "Correspondence", "InputTypeError", "LatentEmbedding", "Views",
+           "check_view"]

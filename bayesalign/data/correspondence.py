@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._utils import as_rng
+from .views import InputTypeError
 
 
 def _index_array(values, what: str) -> np.ndarray:
@@ -24,7 +25,7 @@ def _index_array(values, what: str) -> np.ndarray:
                                  "to be a row index")
             array = array.astype(np.int64)
         else:
-            raise TypeError(f"{what}: row indices must be integers, got dtype {array.dtype}")
+            raise InputTypeError(f"{what}: row indices must be integers, got dtype {array.dtype}")
     if array.dtype == np.uint64 and (array > np.iinfo(np.int64).max).any():  # would wrap to negative
         raise ValueError(f"{what}: row index {int(array[array > np.iinfo(np.int64).max][0])} is too large to be "
                          "a row index")

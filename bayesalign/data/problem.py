@@ -10,7 +10,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .._utils import as_rng
 from .correspondence import Correspondence, _anchor_count
-from .views import Views
+from .views import InputTypeError, Views
 
 
 def _as_correspondences(items, views: Views, what: str) -> dict[tuple[str, str], Correspondence]:
@@ -23,7 +23,7 @@ def _as_correspondences(items, views: Views, what: str) -> dict[tuple[str, str],
     out: dict[tuple[str, str], Correspondence] = {}
     for corr in items:
         if not isinstance(corr, Correspondence):
-            raise TypeError(f"{what} must be Correspondence objects, got {type(corr).__name__}")
+            raise InputTypeError(f"{what} must be Correspondence objects, got {type(corr).__name__}")
         for name in corr.views:
             if name not in views:
                 raise ValueError(f"{what} name view {name!r}, which does not exist; views are "

@@ -7,6 +7,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 
+class InputTypeError(ValueError, TypeError):
+    """Bad input of the wrong type (strings for numbers, a list for a dict, ...): a ``ValueError``,
+    the package's one error for bad input, that is also a ``TypeError`` (as numpy's ``AxisError`` is
+    both a ValueError and an IndexError), so that either ``except`` catches it."""
+
+
 def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
     """Validate one view and return it as a read-only float64 copy of shape (n, p).
 
@@ -15,8 +21,8 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
 
     Raises
     ------
-    TypeError
-        If the data are not numeric (strings, objects).
+    InputTypeError
+        (a ValueError and a TypeError) if the data are not numeric (strings, objects).
     ValueError
         If the data are not 2-D, are empty, contain NaN / inf, are a masked array
         with masked values, or are so badly scaled that their squares overflow
@@ -29,7 +35,7 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
         non_numeric = [c for c, t in zip(data.columns, data.dtypes)
                        if not (is_numeric_dtype(t) or is_bool_dtype(t))]
         if non_numeric:
-            raise TypeError(f"view {name!r}: non-numeric column(s) {non_numeric[:5]}")
+            raise InputTypeError(f"view {name!r}: non-numeric column(s) {non_numeric[:5]}")
         # int, bool and nullable (Int64, boolean) columns as float; a missing value (pd.NA) becomes NaN,
         # reported below with its row and column
         data = data.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -44,11 +50,11 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
     try:
         array = np.asarray(data)
     except Exception as exc:  # ragged nested lists and the like
-        raise TypeError(f"view {name!r}: cannot be read as a numeric array ({exc})") from None
+        raise InputTypeError(f"view {name!r}: cannot be read as a numeric array ({exc})") from None
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        raise TypeError(f"view {name!r}: expected numeric data, got dtype {array.dtype}")
+        raise InputTypeError(f"view {name!r}: expected numeric data, got dtype {array.dtype}")
     if np.iscomplexobj(array):
-        raise TypeError(f"view {name!r}: complex data are not supported")
+        raise InputTypeError(f"view {name!r}: complex data are not supported")
     if array.ndim == 1:
         raise ValueError(
             f"view {name!r}: expected a 2-D array (n_samples, n_features), got 1-D of length "
@@ -131,13 +137,13 @@ class Views(Mapping):
                 [f"view{i}" for i in range(len(data))]
             items = list(zip(names, data))
         else:
-            raise TypeError(f"Views expects a dict or list of 2-D arrays, got {type(data).__name__}")
+            raise InputTypeError(f"Views expects a dict or list of 2-D arrays, got {type(data).__name__}")
         if len(items) < 2:
             raise ValueError(f"Views needs at least 2 views, got {len(items)}")
         seen = set()
         for name, _ in items:
             if not isinstance(name, str) or not name:
-                raise TypeError(f"view names must be non-empty strings, got {name!r}")
+                raise InputTypeError(f"view names must be non-empty strings, got {name!r}")
             if name in seen:
                 raise ValueError(f"duplicate view name {name!r}")
             seen.add(name)

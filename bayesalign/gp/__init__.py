@@ -8,6 +8,15 @@
   :mod:`.kernels`: kernel factory and ARD relevance; :func:`cca_latent`: the "cca" initialisation.
 """
 
+import warnings
+
+with warnings.catch_warnings():
+    # linear_operator (imported by gpytorch) applies @torch.jit.script to two functions at import
+    # (linear_operator/utils/linear_cg.py), which torch 2.13 deprecates: two DeprecationWarnings in every
+    # process, from a dependency; silenced for that import only, not for any code of ours.
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning)
+    import linear_operator  # noqa: F401
+
 from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM

@@ -98,7 +98,9 @@ class _Tracker:
         if progress:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=max_evals, desc=desc, leave=False)
+            # disable=None: no bar when stderr is not a terminal (a log file, a pipe), where its redraws
+            # would flood the log
+            self.bar = tqdm(total=max_evals, desc=desc, leave=False, disable=None)
 
     def record(self, value: float, grads_finite: bool = True):
         self.n_evals += 1
@@ -160,7 +162,7 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
     times : list, optional
         The seconds since the start of this call at every evaluation are appended to it.
     progress : bool
-        Show a tqdm bar with the current bound.
+        Show a tqdm bar with the current bound (on a terminal only: none in a log file or a pipe).
 
     Returns
     -------

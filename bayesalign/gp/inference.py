@@ -168,7 +168,7 @@ def minimize_rows(fun: Callable, x0: torch.Tensor, *, precondition: Callable | N
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=max_iter, desc=desc, leave=False)
+        bar = tqdm(total=max_iter, desc=desc, leave=False, disable=None)  # None: no bar unless stderr is a tty
 
     def evaluate(x, rows):
         out = fun(x, rows)

@@ -17,7 +17,7 @@ import torch
 
 from .._utils import atomic_write
 
-__all__ = ["load_model", "save_model"]
+__all__ = ["ModelFileError", "load_model", "save_model"]
 
 FORMAT = "bayesalign.gp"
 FORMAT_VERSION = 1
@@ -70,6 +70,11 @@ def save_model(model, path) -> None:
         np.savez(handle, **arrays)
 
 
+class ModelFileError(ValueError):
+    """A model file that cannot be loaded (truncated, corrupt, not a model, non-finite parameters); the
+    message names the file."""
+
+
 def load_model(path, device=None):
     """Read a model written by :func:`save_model` (or ``model.save``); returns MRD or BayesianGPLVM.
 
@@ -78,7 +83,40 @@ def load_model(path, device=None):
     path : str or Path
     device : str or torch.device, optional
         Where to put the tensors (default: the ``device`` the model was fitted with, else CPU).
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no such file.
+    ModelFileError
+        (a ValueError) naming the file, when it is truncated or corrupt (not a zip, a missing or
+        malformed array or metadata field, tensors of the wrong shape), or holds a non-finite
+        parameter: such a model is refused here rather than failing later.
     """
+    import zipfile
+
+    if device is not None:
+        device = torch.device(device)  # a bad device is the caller's error, not the file's
+    try:
+        model = _read_model(path, device)
+    except (FileNotFoundError, ModelFileError):
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, IndexError, RuntimeError, TypeError,
+            ValueError) as exc:
+        raise ModelFileError(f"{path}: not a readable bayesalign model file ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:200]})") from exc
+    # NaN nowhere; inf nowhere but in the constraints' bounds (an upper bound may be +inf)
+    parameters = dict(model.module_.named_parameters())
+    bad = [key for key, value in model.module_.state_dict().items() if value.is_floating_point() and (
+        bool(torch.isnan(value).any()) or (key in parameters and not bool(torch.isfinite(value).all())))]
+    bad += [f"output_means/{name}" for name, mean in model.output_means_.items() if not np.isfinite(mean).all()]
+    if bad:
+        raise ModelFileError(f"{path}: non-finite values in {', '.join(bad[:4])}; the file is corrupt (or was "
+                             "saved from a failed fit) and is refused")
+    return model
+
+
+def _read_model(path, device):
     from ._model import LatentGPModule, resolve_dtype
     from .kernels import make_kernel
 
