@@ -83,6 +83,12 @@ def _add_align(sub) -> None:
     p.add_argument("--names", nargs="+", metavar="NAME", help="view names (default: the file names)")
     p.add_argument("--row-names", action="store_true", help="the first column of every text view holds "
                    "row names (default: detected)")
+    p.add_argument("--standardise", "--standardize", action="store_true",
+                   help="centre every column of every view and divide it by its standard deviation before "
+                   "fitting. Off by default: views are used in their own units (MRD / MAD only centre them), "
+                   "so a column with a large spread weighs more in distances and kernels. Turn it on when "
+                   "the columns of a view are in unrelated units or scales; leave it off when the units "
+                   "mean something shared (pixel intensities, counts)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--device", default=None, help="torch device for Bayesian methods, e.g. cpu, cuda")
     p.add_argument("--latent-dim", type=int, default=None, help="latent dimension (default: the method's)")
@@ -229,7 +235,8 @@ def cmd_align(args) -> int:
     anchors = read_anchors(args.anchors, files) if args.anchors else []
     if not spec.available:  # imports the method's module: after the cheap checks of the files
         raise CommandError(f"method {args.method!r} is not available in this installation")
-    problem = AlignmentProblem(Views({f.name: f.data for f in files}), anchors=anchors)
+    views = Views({f.name: f.data for f in files})
+    problem = AlignmentProblem(views.standardised() if args.standardise else views, anchors=anchors)
     sizes = " + ".join(f"{f.n_samples}" for f in files)
     _say(f"bayesalign: {args.method} on {len(files)} views ({sizes} rows), "
          f"{sum(len(c) for c in anchors)} anchor pairs")

@@ -528,3 +528,23 @@ def test_sigterm_mid_write_leaves_no_temporary_file(tmp_path):
     assert done.returncode == 143, done.stderr
     assert out.read_text() == "previous results\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv"]
+
+
+def test_standardise_makes_the_matches_independent_of_column_units(files, capsys):
+    """--standardise: a column of view b in other units (x 1e6, shifted) gives the same matches as the
+    original; without it the scaled column dominates and the matches change."""
+    folder, _, _ = files
+    b = np.load(folder / "b.npy")
+    scaled = b.copy()
+    scaled[:, 0] = scaled[:, 0] * 1e6 + 5e6
+    np.save(folder / "c.npy", scaled)
+    common = ["--anchors", folder / "pairs.csv", "--method", SPECTRAL[0], "--names", "a", "b"]
+    outs = {}
+    for name, view, extra in (("plain", "b.npy", ["--standardise"]), ("scaled", "c.npy", ["--standardise"]),
+                              ("raw", "c.npy", [])):
+        code, _, err = run(["align", folder / "a.csv", folder / view, *common, *extra, "--out",
+                            folder / f"{name}.csv"], capsys)
+        assert code == 0, err
+        outs[name] = pd.read_csv(folder / f"{name}.csv")[["index_a", "index_b"]]
+    pd.testing.assert_frame_equal(outs["plain"], outs["scaled"])
+    assert not outs["raw"].equals(outs["plain"])

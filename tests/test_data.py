@@ -243,3 +243,16 @@ def test_labels_of_an_unknown_view_are_a_value_error_naming_it():
         AlignmentProblem(rng_views(), labels={"c": np.zeros(6)})
     with pytest.raises(ValueError, match=r"labels name view 0"):
         AlignmentProblem(rng_views(), labels={0: np.zeros(6)})
+
+
+def test_standardised_views_have_unit_columns_and_leave_the_original():
+    data = rng_views()
+    data["a"][:, 1] = data["a"][:, 1] * 1e6 + 3e6
+    data["b"][:, 0] = 4.0  # constant: all zeros after, not NaN
+    views = Views(data)
+    z = views.standardised()
+    np.testing.assert_allclose(z["a"].mean(0), 0.0, atol=1e-12)  # round-off of a mean of six values
+    np.testing.assert_allclose(z["a"].std(0), 1.0, rtol=1e-12)
+    assert (z["b"][:, 0] == 0).all() and np.isfinite(z["b"]).all()
+    np.testing.assert_allclose(z["b"][:, 1].std(), 1.0, rtol=1e-12)
+    assert views["a"][0, 1] == data["a"][0, 1] and not z["a"].flags.writeable

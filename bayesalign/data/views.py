@@ -211,6 +211,25 @@ class Views(Mapping):
             raise ValueError(f"views must have the same number of rows (paired data); got {sizes}")
         return next(iter(sizes.values()))
 
+    def standardised(self) -> Views:
+        """New Views with every column of every view centred and divided by its standard deviation
+        (a constant column becomes all zeros).
+
+        Distances, kernels and the GP-LVMs' ARD weights all see raw units: a column in metres next
+        to one in millimetres is, to them, a thousand times less relevant. Standardising gives every
+        column the same weight; it is the user's choice (the command line's ``--standardise``), as
+        the units may carry meaning (pixel intensities, counts).
+        """
+        out = {}
+        for name, array in self._arrays.items():
+            spread = array.std(0)  # [p]
+            z = (array - array.mean(0)) / np.where(spread > 0, spread, 1.0)
+            z.setflags(write=False)
+            out[name] = z
+        new = object.__new__(Views)
+        new._arrays = out
+        return new
+
     def take(self, rows: Mapping[str, np.ndarray]) -> Views:
         """New Views with the given rows of each view (views not named are kept whole)."""
         out = {}
