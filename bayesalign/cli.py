@@ -2,8 +2,12 @@
 
 Every subcommand is a thin layer over the Python API (``bayesalign.io`` reads and writes the files,
 ``bayesalign.registry`` runs a method by name, ``bayesalign.compare`` runs the comparison suite).
-Errors a person can act on (a missing file, a malformed anchors file, an unknown method, ...) are
-printed as one line on stderr with exit status 2; ``--debug`` shows the traceback instead.
+Errors a person can act on (a missing file, a malformed anchors file, an unknown method, an output
+path that is an input, a directory or unwritable, an unavailable ``--device``, ...) are printed as one
+line on stderr with exit status 2; ``--debug`` shows the traceback instead. Outputs and the device are
+checked before anything is fitted, and the outputs are written all or none at the end, each through a
+temporary file: Ctrl-C stops the command at once with exit status 130 and SIGTERM with 143, leaving
+every output as it was.
 
 Examples
 --------
