@@ -135,6 +135,10 @@ class StochasticMRD(BaseEstimator):
         parameters taking Adam steps; None: Adam on a Cholesky-parameterised q(u) for every view.
         Adam alone moves q(u) of a Gaussian view slowly toward its optimum, which the collapsed bound
         reaches in closed form.
+    warmup_epochs : int
+        Epochs with the likelihoods' parameters (Gaussian noise, negative binomial dispersion) held at
+        their initial values, as :class:`~bayesalign.gp.MRD`'s warm-up: otherwise the noise rises to
+        explain the data while q(u) is still far from it, and must come back down (GPy issue #286).
     jitter : float
         Diagonal jitter of K_uu (GPyTorch's ``jitter_val``), relative to the kernel's initial variance.
     seed : int or None
@@ -190,7 +194,8 @@ class StochasticMRD(BaseEstimator):
                  init="pca", init_variance: float = 0.1, snr: float = 100.0, latent_prior="normal",
                  time_lengthscale: float = 1.0, batch_size: int = 256, max_epochs: int = 500,
                  learning_rate: float = 0.01, final_lr_fraction: float = 0.1, tol: float = 1e-4, window: int = 20,
-                 num_particles: int = 1, natural_gradient_lr: float | None = 0.1, jitter: float = 1e-6, seed=None,
+                 num_particles: int = 1, natural_gradient_lr: float | None = 0.1, warmup_epochs: int = 50,
+                 jitter: float = 1e-6, seed=None,
                  device=None, dtype=torch.float64, progress: bool = True):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
@@ -209,6 +214,7 @@ class StochasticMRD(BaseEstimator):
         self.window = window
         self.num_particles = num_particles
         self.natural_gradient_lr = natural_gradient_lr
+        self.warmup_epochs = warmup_epochs
         self.jitter = jitter
         self.seed = seed
         self.device = device
@@ -217,11 +223,12 @@ class StochasticMRD(BaseEstimator):
 
     # -- validation -------------------------------------------------------------------------------
     def _check_params(self):
-        for name in ("latent_dim", "num_inducing", "batch_size", "max_epochs", "window", "num_particles"):
+        for name in ("latent_dim", "num_inducing", "batch_size", "max_epochs", "window", "num_particles",
+                     "warmup_epochs"):
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (0 if name == "max_epochs"
-                                                                                                else 1):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            low = 0 if name in ("max_epochs", "warmup_epochs") else 1
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         for name in ("init_variance", "snr", "learning_rate", "time_lengthscale", "jitter"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
@@ -364,8 +371,13 @@ class StochasticMRD(BaseEstimator):
         epochs = int(self.max_epochs)
         loss_fn = TraceMeanField_ELBO(num_particles=int(self.num_particles), vectorize_particles=False)
         natural = [p for name, p in model.named_parameters() if "natural_" in name]
-        params = [p for name, p in model.named_parameters() if "natural_" not in name]
-        optimiser = torch.optim.Adam(params, lr=float(self.learning_rate))
+        noise = [p for name, p in model.named_parameters() if name.startswith("likelihoods.")]
+        params = [p for name, p in model.named_parameters() if "natural_" not in name and
+                  not name.startswith("likelihoods.")]
+        warmup = int(self.warmup_epochs)
+        # the likelihood's parameters (the noise) held for the warm-up: lr 0 in their group until then
+        optimiser = torch.optim.Adam([{"params": params}, {"params": noise, "lr": 0.0 if warmup else
+                                                           float(self.learning_rate)}], lr=float(self.learning_rate))
         # the loss is the ELBO itself, not divided by N as GPyTorch's VariationalELBO: num_data=1
         ngd = NGD(natural, num_data=1, lr=float(self.natural_gradient_lr)) if natural else None
         gamma = float(self.final_lr_fraction) ** (1.0 / max(epochs, 1))
@@ -396,8 +408,10 @@ class StochasticMRD(BaseEstimator):
                     total += -loss.item()
                 history.append(total / steps)
                 schedule.step()
+                if len(history) == warmup:
+                    optimiser.param_groups[1]["lr"] = optimiser.param_groups[0]["lr"]
                 bar.set_postfix(elbo=f"{history[-1]:.4g}")
-                if len(history) >= 2 * w:
+                if len(history) >= warmup + 2 * w:
                     last, before = np.mean(history[-w:]), np.mean(history[-2 * w:-w])
                     if abs(last - before) <= self.tol * abs(last):
                         converged = True
@@ -531,15 +545,22 @@ class StochasticMRD(BaseEstimator):
             return self.view_names_.index(view)
         raise ValueError(f"unknown view {view!r}; the views are {list(self.view_names_)}")
 
-    def infer(self, view, Y_new, max_iter: int = 300, num_samples: int = 8, learning_rate: float = 0.05, seed=0):
+    def infer(self, view, Y_new, max_iter: int = 200, num_samples: int = 64, seed=0):
         r"""q(x*) = N(mean, diag(variance)) [n, Q] for new rows ``Y_new`` [n, D_v] of one view (NaN: missing).
 
         Per-row optimisation with the model fixed (the GPs, q(U), likelihood and the other views
-        untouched): Adam on ``sum_n E_q(x*_n)[sum_d E_q(f)[log p(y*_nd | f_d(x*_n))]] - KL(q(x*_n) || p(x))``,
-        ``num_samples`` reparameterised draws of x* per step, started at the prior. p(x) is N(0, I)
-        for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution
-        otherwise (a callable prior is evaluated at entity index 0). Dimensions the view ignores stay
-        at the prior.
+        untouched): q(x*_n) maximises
+
+            E_q(x*_n)[sum_d E_q(f)[log p(y*_nd | f_d(x*_n))]] - KL(q(x*_n) || p(x)),
+
+        the expectation over x*_n a sample average over ``num_samples`` reparameterised draws
+        ``x = mean + sqrt(variance) * eps`` with the draws ``eps`` fixed for the whole optimisation
+        (sample-average approximation; eps is moment-matched per row and dimension, sample mean 0 and
+        mean square 1, so a locally quadratic objective has its optimum exactly), maximised by
+        L-BFGS (strong Wolfe line search) from the prior. p(x) is N(0, I) for the "normal" and "gp"
+        priors (the GP prior's marginal) and the per-entity distribution otherwise (a callable prior
+        is evaluated at entity index 0). Dimensions the view ignores stay at the prior. Rows are
+        independent given the model: their objectives add.
         """
         self._check_fitted()
         v = self._view_index(view)
@@ -550,35 +571,45 @@ class StochasticMRD(BaseEstimator):
         if Y.ndim != 2 or Y.shape[1] != self.n_features_in_[name]:
             raise ValueError(f"Y_new for view {name!r} must have {self.n_features_in_[name]} columns, got shape "
                              f"{Y.shape}")
+        if int(num_samples) < 2:
+            raise ValueError(f"num_samples must be >= 2, got {num_samples!r}")
         check_targets(self.likelihoods_[name], Y, name)
         model = self.model_
         like = model.q_x.mean
         y = torch.as_tensor(Y - self.output_means_[name], dtype=like.dtype, device=like.device)  # [n, D]
-        n, Q = y.shape[0], like.shape[1]
+        n, Q, S = y.shape[0], like.shape[1], int(num_samples)
+        gen = torch.Generator(device=like.device).manual_seed(int(seed))
+        eps = torch.randn(S, n, Q, generator=gen, dtype=like.dtype, device=like.device)  # [S, n, Q]
+        eps = (eps - eps.mean(0)) / eps.std(0, unbiased=False)  # moment-matched draws
+        targets = y.expand(S, -1, -1).reshape(S * n, -1)  # [S n, D]
         mean = torch.zeros(n, Q, dtype=like.dtype, device=like.device, requires_grad=True)
-        raw_log_var = torch.zeros(n, Q, dtype=like.dtype, device=like.device, requires_grad=True)
+        log_var = torch.zeros(n, Q, dtype=like.dtype, device=like.device, requires_grad=True)
         prior = model.prior_of(torch.zeros(n, dtype=torch.long, device=like.device))
-        optimiser = torch.optim.Adam([mean, raw_log_var], lr=float(learning_rate))
+        optimiser = torch.optim.LBFGS([mean, log_var], lr=1.0, max_iter=int(max_iter), line_search_fn="strong_wolfe",
+                                      tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20)
+
+        def closure():
+            optimiser.zero_grad()
+            std = (0.5 * log_var).exp()
+            x = mean + std * eps  # [S, n, Q]
+            f_mean, f_var = model.gps[v].marginals(x.reshape(-1, Q))  # [S n, D]
+            ell = expected_log_likelihood(model.likelihoods[v], targets, f_mean, f_var).sum(-1).reshape(S, n).mean(0)
+            q = torch.distributions.Independent(torch.distributions.Normal(mean, std), 1)
+            try:
+                kl = torch.distributions.kl_divergence(q, prior)  # [n]
+            except NotImplementedError:
+                kl = (q.log_prob(x) - prior.log_prob(x)).mean(0)
+            loss = -(ell - kl).sum()
+            loss.backward()
+            return loss
+
         for p in model.parameters():
             p.requires_grad_(False)
         try:
-            with torch.random.fork_rng(devices=[like.device] if like.device.type == "cuda" else []):
-                torch.manual_seed(int(seed))
-                for _ in range(int(max_iter)):
-                    optimiser.zero_grad()
-                    q = torch.distributions.Independent(torch.distributions.Normal(mean, (0.5 * raw_log_var).exp()), 1)
-                    x = q.rsample((int(num_samples),))  # [S, n, Q]
-                    f_mean, f_var = model.gps[v].marginals(x.reshape(-1, Q))  # [S n, D]
-                    targets = y.expand(x.shape[0], -1, -1).reshape(f_mean.shape)  # [S n, D]
-                    ell = expected_log_likelihood(model.likelihoods[v], targets, f_mean, f_var)
-                    ell = ell.sum(-1).reshape(x.shape[:2]).mean(0)  # [n]
-                    try:
-                        kl = torch.distributions.kl_divergence(q, prior)  # [n]
-                    except NotImplementedError:
-                        kl = (q.log_prob(x) - prior.log_prob(x)).mean(0)
-                    (-(ell - kl).sum()).backward()
-                    optimiser.step()
+            optimiser.step(closure)
         finally:
             for p in model.parameters():
                 p.requires_grad_(True)
-        return mean.detach().cpu().numpy(), raw_log_var.detach().exp().cpu().numpy()
+        if not (torch.isfinite(mean).all() and torch.isfinite(log_var).all()):
+            raise FloatingPointError(f"infer: q(x*) of view {name!r} became non-finite")
+        return mean.detach().cpu().numpy(), log_var.detach().exp().cpu().numpy()
