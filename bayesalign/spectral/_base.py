@@ -605,8 +605,8 @@ class SpectralAlignment(BaseEstimator):
             reason = embedding_degeneracy(coordinates, problem.views[v])
             if reason is not None:
                 self.degenerate_views_[v] = reason
-                warnings.warn(f"{type(self).__name__}: the embedding of view {v!r} is degenerate: {reason}; "
-                              "its coordinates carry little of the view's structure", RuntimeWarning, stacklevel=3)
+                warnings.warn(f"{type(self).__name__}: the embedding of view {v!r} is degenerate: {reason}",
+                              RuntimeWarning, stacklevel=3)
 
     def fit_transform(self, problem, anchors=None) -> LatentEmbedding:
         """``fit(problem, anchors).embedding_``."""
