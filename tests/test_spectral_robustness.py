@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bayesalign.data import AlignmentProblem
+from bayesalign.graph import DEGREE_RATIO_LIMIT
 from bayesalign.metrics import foscttm
 from bayesalign.spectral import (
     AffineAlignment,
@@ -81,10 +82,15 @@ def test_spread_out_rows_give_bounded_coordinates_or_a_warning_naming_them(metho
     factor = largest(model.embedding_) / largest(scale.embedding_)
     # either the coordinates stay in scale, or the fit says which rows are cut off
     assert factor <= BOUNDED_FACTOR or warned_rows(messages) == SPREAD_ROWS, (factor, messages)
-    # the single-width heat kernel strands exactly those rows: the warning names them and the view
-    _, heat_messages = fit_recording(GRAPH_METHODS[method]("heat"), spread)
+    # the single-width heat kernel strands exactly those rows: the warning names them and the view,
+    # and the attribute degree_ratios_ holds the spread of the degrees
+    heat, heat_messages = fit_recording(GRAPH_METHODS[method]("heat"), spread)
     assert warned_rows(heat_messages) == SPREAD_ROWS
     assert any("view 'a'" in m for m in heat_messages)
+    assert heat.degree_ratios_["a"] > DEGREE_RATIO_LIMIT
+    assert max(scale.degree_ratios_.values()) < DEGREE_RATIO_LIMIT
+    # with local scaling the attribute agrees with the warning: above the limit iff rows were named
+    assert (max(model.degree_ratios_.values()) > DEGREE_RATIO_LIMIT) == bool(warned_rows(messages))
 
 
 def test_joint_laplacian_local_scaling_keeps_spread_rows_in_scale():

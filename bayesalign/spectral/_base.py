@@ -54,6 +54,7 @@ from .._utils import as_rng
 from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
 from ..graph import (
     check_degrees,
+    degree_spread,
     heat_kernel,
     knn_graph,
     laplacian,
@@ -445,11 +446,13 @@ def locality_preserving_projections(L, D, centred: Mapping[str, np.ndarray], sli
 @dataclass(frozen=True)
 class ViewEmbedding:
     """One view embedded on its own: ``coordinates`` (n, d); for linear methods also
-    ``projection`` (p, d) and ``center`` (p,) with ``coordinates = (X - center) @ projection``."""
+    ``projection`` (p, d) and ``center`` (p,) with ``coordinates = (X - center) @ projection``;
+    for graph embeddings ``degree_ratio``, the largest over the smallest degree of its graph."""
 
     coordinates: np.ndarray
     projection: np.ndarray | None = None
     center: np.ndarray | None = None
+    degree_ratio: float | None = None
 
 
 EMBEDDINGS = ("laplacian", "diffusion", "lpp", "pca", "none")
@@ -496,7 +499,7 @@ def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: 
         values, F = smallest_generalized_eigenvectors(L, D, n_components)  # [n, d]
         if method == "diffusion":
             F = F * np.clip(1.0 - values, 0.0, None) ** diffusion_time
-        return ViewEmbedding(F)
+        return ViewEmbedding(F, degree_ratio=degree_spread(W)[0])
     center = X.mean(axis=0)
     Xc = X - center  # [n, p]
     if method == "none":
@@ -515,7 +518,7 @@ def embed_view(X, n_components: int, method: str = "laplacian", *, n_neighbors: 
                              name=name)
     L, D = laplacian(W)
     _, projections = locality_preserving_projections(L, D, {name: Xc}, {name: slice(0, n)}, n_components, reg=reg)
-    return ViewEmbedding(Xc @ projections[name], projections[name], center)
+    return ViewEmbedding(Xc @ projections[name], projections[name], center, degree_spread(W)[0])
 
 
 # An embedding whose singular values fall below this fraction of the largest is rank deficient.
@@ -575,7 +578,9 @@ class SpectralAlignment(BaseEstimator):
     the result as ``embedding_``. After fitting, every view's embedding is checked
     (:func:`embedding_degeneracy`): a degenerate one (rank deficient, or collapsed to few distinct
     rows) gives a ``RuntimeWarning`` and an entry in ``degenerate_views_`` (view -> reason; empty
-    when all is well); non-finite coordinates raise a ``ValueError``.
+    when all is well); non-finite coordinates raise a ``ValueError``. Methods built on within-view
+    graphs also set ``degree_ratios_`` (view -> largest over smallest degree of its graph); above
+    :data:`bayesalign.graph.DEGREE_RATIO_LIMIT` a warning has named the rows of smallest degree.
     """
 
     def fit(self, problem, anchors=None):
@@ -614,6 +619,10 @@ class SpectralAlignment(BaseEstimator):
 
     def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _record_degrees(self, graphs: Mapping[str, sp.spmatrix]) -> None:
+        """``degree_ratios_``: per view, the largest over the smallest degree of its within-view graph."""
+        self.degree_ratios_ = {v: degree_spread(W)[0] for v, W in graphs.items()}
 
     def _check_fitted(self):
         if not hasattr(self, "embedding_"):

@@ -168,6 +168,7 @@ class AffineAlignment(SpectralAlignment):
         own = {v: embed_view(views[v], self.n_components, self.embedding, n_neighbors=self.n_neighbors,
                              affinity=self.affinity, diffusion_time=self.diffusion_time, reg=self.reg,
                              connect_components=self.connect_components, name=v) for v in names}
+        self.degree_ratios_ = {v: e.degree_ratio for v, e in own.items() if e.degree_ratio is not None}
         d = own[reference].coordinates.shape[1]
         self.linear_map_ = {reference: np.eye(d)}
         self.intercept_ = {reference: np.zeros(d)}

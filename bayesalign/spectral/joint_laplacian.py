@@ -131,6 +131,7 @@ class JointLaplacianAlignment(SpectralAlignment):
         within = {v: within_view_affinity(views[v], self.n_neighbors, affinity=self.affinity, sigma=self.sigma,
                                           connect_components=self.connect_components, name=v)
                   for v in names}  # [n_v, n_v] each
+        self._record_degrees(within)
         slices = view_offsets(views.n_samples, names)
         n_total = sum(views.n_samples.values())
         if self.hard_constraints:

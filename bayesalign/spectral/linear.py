@@ -118,6 +118,7 @@ class LinearAlignment(SpectralAlignment):
         within = {v: within_view_affinity(views[v], self.n_neighbors, affinity=self.affinity, sigma=self.sigma,
                                           connect_components=self.connect_components, name=v)
                   for v in names}
+        self._record_degrees(within)
         W = joint_adjacency(within, correspondence_matrices(problem), names, mu=self.mu, nu=self.nu)
         L, D = laplacian(W)  # [N, N] sparse
         slices = view_offsets(views.n_samples, names)

@@ -241,6 +241,7 @@ class MultiscaleAlignment(SpectralAlignment):
         within = {v: within_view_affinity(views[v], self.n_neighbors, affinity=self.affinity, sigma=self.sigma,
                                           connect_components=self.connect_components, name=v)
                   for v in names}
+        self._record_degrees(within)
         for v, Wv in within.items():
             check_connected(Wv, name=f"the k-NN graph of view {v!r}")
         W = joint_adjacency(within, correspondence_matrices(problem), names, mu=self.mu, nu=self.nu)  # [N, N]

@@ -130,6 +130,7 @@ class ProcrustesAlignment(SpectralAlignment):
         own = {v: embed_view(views[v], d, self.embedding, n_neighbors=self.n_neighbors, affinity=self.affinity,
                              reg=self.reg, connect_components=self.connect_components, name=v)
                for v in names}
+        self.degree_ratios_ = {v: e.degree_ratio for v, e in own.items() if e.degree_ratio is not None}
         d = own[reference].coordinates.shape[1]
         self.rotation_ = {reference: np.eye(d)}
         self.scale_ = {reference: 1.0}
