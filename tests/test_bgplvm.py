@@ -485,3 +485,39 @@ def test_the_main_phase_is_preconditioned_by_the_latent_spread_after_preconditio
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="precondition_after"):
             BayesianGPLVM(precondition_after=bad, **kwargs).fit(Y)
+
+
+# ----------------------------------------------------------------------------------------------------
+# registered priors enter the objective
+# ----------------------------------------------------------------------------------------------------
+def test_a_registered_lengthscale_prior_enters_the_objective_and_moves_the_fit():
+    from gpytorch.priors import GammaPrior
+    from scipy.stats import gamma
+
+    from bayesalign.gp import make_kernel
+
+    Y = curve_data(N=40, D=6, seed=2)
+    kwargs = dict(latent_dim=2, num_inducing=10, max_iter=150, warmup_iters=20, progress=False, seed=0)
+    plain = BayesianGPLVM(**kwargs).fit(Y)
+    # Gamma(400, 100): mean 4, sd 0.2; far from the lengthscales the data choose on their own
+    tight = BayesianGPLVM(kernel=make_kernel("rbf", 2, lengthscale_prior=GammaPrior(400.0, 100.0)), **kwargs).fit(Y)
+    free = plain.module_.kernels[0].base_kernel.lengthscale.detach().numpy().ravel()
+    pulled = tight.module_.kernels[0].base_kernel.lengthscale.detach().numpy().ravel()
+    assert np.abs(free - 4.0).max() > 1.0  # the plain fit is not near the prior's mode
+    assert np.abs(pulled - 4.0).max() < 0.6  # within 3 prior sd of its mean
+    # the objective is the bound plus the prior's log density (scipy's Gamma, rate 100 = scale 1/100)
+    module = tight.module_
+    with torch.no_grad():
+        bound = float(module.view_bounds().sum() - module.kl())
+    log_prior = gamma(a=400.0, scale=1 / 100.0).logpdf(pulled).sum()
+    assert module.log_prior().item() == pytest.approx(log_prior, rel=1e-10)
+    assert tight.elbo() == pytest.approx(bound + log_prior, rel=1e-10)
+    # the hand-chained gradient adds the prior's: equal to autograd through forward()
+    module.evaluate_with_gradient()
+    hand = {name: p.grad.clone() for name, p in module.named_parameters()}
+    for p in module.parameters():
+        p.grad = None
+    (-module()).backward()
+    for name, p in module.named_parameters():
+        # two programs for the same derivative: float64 round-off
+        np.testing.assert_allclose(hand[name].numpy(), p.grad.numpy(), rtol=1e-8, atol=1e-9, err_msg=name)

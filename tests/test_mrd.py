@@ -443,3 +443,20 @@ def test_lbfgs_memory_reaches_scipy_and_is_validated(monkeypatch):
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="lbfgs_memory"):
             MRD(latent_dim=2, num_inducing=5, lbfgs_memory=bad, progress=False).fit(views)
+
+
+def test_a_fit_stopped_by_max_iter_warns_and_says_so():
+    from sklearn.exceptions import ConvergenceWarning
+
+    views = toy_views(N=30, D=5)
+    kwargs = dict(latent_dim=2, num_inducing=6, warmup_iters=5, progress=False, seed=0)
+    with pytest.warns(ConvergenceWarning, match=r"MRD stopped after 20 bound evaluations \(max_iter=20\)"):
+        short = MRD(max_iter=20, **kwargs).fit(views)
+    assert not short.converged_ and short.n_iter_ == 20
+    # a loose tolerance is met long before the budget: no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        done = MRD(max_iter=2000, tol=1e-3, **kwargs).fit(views)
+    assert done.converged_ and done.n_iter_ < 2000

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from gpytorch.constraints import GreaterThan, Positive
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 
 from .._utils import as_rng
 from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
@@ -296,6 +297,16 @@ class LatentGPModule(gpytorch.Module):
             bound = self()
             (-bound).backward()
             return bound.item()
+        value = self._hand_chained_bound(plan)
+        if self.has_priors():  # log p(theta) through autograd, its gradient added to the bound's
+            log_prior = self.log_prior()
+            if log_prior.requires_grad:
+                (-log_prior).backward()
+            value += log_prior.item()
+        return value
+
+    def _hand_chained_bound(self, plan) -> float:
+        """The bound (no prior) with ``.grad`` set by hand (see :meth:`evaluate_with_gradient`)."""
         q_variance, noise_param, views = plan
         with torch.no_grad():
             mu, Z = self.q_mean, self.inducing_inputs
@@ -405,8 +416,11 @@ class LatentGPModule(gpytorch.Module):
         second moment after the shift, is in closed form. This direction (all means, variances,
         inducing inputs and lengthscales of a dimension at once, against a pull of the KL alone) is
         nearly flat, so L-BFGS crawls along it; the fit takes this exact step whenever it restarts
-        L-BFGS (see :class:`~bayesalign.gp.MRD`). Kernels outside these kinds: nothing is changed (0).
+        L-BFGS (see :class:`~bayesalign.gp.MRD`). Kernels outside these kinds, or a registered prior
+        (:meth:`log_prior`, which the rescaling would change): nothing is changed (0).
         """
+        if self.has_priors():
+            return 0.0
         Q = self.q_mean.shape[1]
         symmetries = [_latent_symmetries(terms, Q) for terms in self._view_terms()]
         if any(s is None for s in symmetries):
@@ -443,9 +457,27 @@ class LatentGPModule(gpytorch.Module):
             param.grad = grad.reshape(param.shape).to(param.dtype)
 
     def forward(self) -> torch.Tensor:
-        """The bound ``sum_v F_v - KL(q(X) || N(0, I))`` (the KL counted once)."""
+        """The objective ``sum_v F_v - KL(q(X) || N(0, I)) + log p(theta)``: the bound (the KL counted once)
+        plus the log density of every prior registered on a parameter (:meth:`log_prior`; 0 without one)."""
         S = self.q_variance  # [N, Q]
-        return self.view_bounds(S).sum() - self.kl(S)
+        bound = self.view_bounds(S).sum() - self.kl(S)
+        return bound + self.log_prior() if self.has_priors() else bound
+
+    def has_priors(self) -> bool:
+        """Whether any prior is registered on a parameter (e.g. ``make_kernel(lengthscale_prior=...)``)."""
+        if getattr(self, "_has_priors_cache", None) is None:
+            self._has_priors_cache = any(True for _ in self.named_priors())
+        return self._has_priors_cache
+
+    def log_prior(self) -> torch.Tensor:
+        """``log p(theta)``: the sum of the log densities of every prior registered on the module's
+        parameters (GPyTorch's ``register_prior``), added to the bound as GPyTorch's marginal log
+        likelihoods add them; the objective is then a lower bound on ``log p(Y, theta)`` (MAP for the
+        hyperparameters, variational for X)."""
+        total = self.q_mean.new_zeros(())
+        for _, module, prior, closure, _ in self.named_priors():
+            total = total + prior.log_prob(closure(module)).sum()
+        return total
 
     @torch.no_grad()
     def posterior(self, v: int, context=None) -> InducingPosterior:
@@ -963,6 +995,10 @@ class LatentGPBase(BaseEstimator):
         self.interrupted_ = self._interrupted
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
+        if self.max_iter > 0 and not self.converged_:
+            warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations (max_iter={self.max_iter}) "
+                          f"before the optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum "
+                          "(converged_ is False): raise max_iter", ConvergenceWarning, stacklevel=3)
         return self
 
     def _optimise(self, max_iter: int):
@@ -1051,7 +1087,9 @@ class LatentGPBase(BaseEstimator):
         return self.view_names_.index(view)
 
     def elbo(self) -> float:
-        """The variational lower bound on log p(Y) at the current parameters (the KL included)."""
+        """The variational lower bound on log p(Y) at the current parameters (the KL included); with
+        priors registered on parameters (e.g. ``make_kernel(lengthscale_prior=...)``) the objective
+        that was maximised, the bound plus their log density (``module_.log_prior()``)."""
         self._check_fitted()
         with torch.no_grad():
             return float(self.module_())

@@ -158,7 +158,8 @@ class MRD(LatentGPBase):
     n_iter_ : int
         Number of bound evaluations.
     converged_ : bool
-        Whether the last optimisation phase stopped on its tolerance.
+        Whether the last optimisation phase stopped on its tolerance. A fit with ``max_iter > 0`` that
+        did not also warns (``sklearn.exceptions.ConvergenceWarning``).
     interrupted_ : bool
         Whether a KeyboardInterrupt stopped the fit: the best parameters so far are kept, a
         RuntimeWarning says so, and the interrupt is re-raised to the caller.
