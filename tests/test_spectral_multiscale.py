@@ -97,3 +97,15 @@ def test_multiscale_instance_level_and_bad_input():
         MultiscaleAlignment(level="instance", max_samples=100).fit(problem)
     with pytest.raises(ValueError, match="disconnected"):
         MultiscaleAlignment().fit(problem.replace(anchors=None))  # no anchors: two separate graphs
+
+
+def test_multiscale_auto_level_is_instance_for_small_problems_else_feature():
+    _, problem = swiss_problem(n=150, dim=3)  # 300 rows in all
+    small = MultiscaleAlignment(epsilon=1e-4).fit(problem)
+    instance = MultiscaleAlignment(epsilon=1e-4, level="instance").fit(problem)
+    assert small.level_ == "instance" and small.dimensions_ == instance.dimensions_
+    np.testing.assert_allclose(small.embedding_["X"], instance.embedding_["X"], atol=1e-12)  # same computation
+    large = MultiscaleAlignment(epsilon=1e-4, auto_instance_limit=299).fit(problem)
+    assert large.level_ == "feature" and large.embedding_.projections is not None
+    with pytest.raises(ValueError, match="level must be 'auto', 'feature' or 'instance'"):
+        MultiscaleAlignment(level="both").fit(problem)
