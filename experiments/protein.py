@@ -291,7 +291,7 @@ def main(argv=None) -> int:
                              for i, u in enumerate(TRIPLE) for v in TRIPLE[i + 1:]])))
     three = {}
     for d, tag in zip((3, 2, 1), "bcd"):
-        three[d] = LinearAlignment(n_components=d, n_neighbors=N_NEIGHBORS).fit(triple)
+        three[d] = LinearAlignment(n_components=d, n_neighbors=N_NEIGHBORS, mu=1.0, **CHAPTER_GRAPH).fit(triple)
         panels6.append((f"({tag}) three models {d}-D",
                         record(f"Fig 5.6({tag})", "manifold projections, 3 models (mean over pairs)",
                                three[d].embedding_, TRIPLE)))
