@@ -136,6 +136,9 @@ def test_embedding_degeneracy_detects_rank_and_collapse():
     # five rows 1e12 out, the rest within 1e-6 of that: 45 rows collapse to one point
     blown = np.vstack([1e12 * rng.normal(size=(5, 3)), rng.normal(size=(45, 3))])
     assert embedding_degeneracy(blown, X).startswith("6 distinct rows")
+    # duplicated input rows may share their coordinates: 10 distinct rows, each 5 times, are not a collapse
+    repeated = np.repeat(X[:10], 5, axis=0)
+    assert embedding_degeneracy(repeated[:, :3], repeated) is None
     # a view of rank 2 cannot fill 3 dimensions: not reported
     flat = np.c_[X[:, :2], X[:, 0] + X[:, 1]]
     assert embedding_degeneracy(np.c_[flat[:, :2], flat[:, 0] - flat[:, 1]], flat) is None

@@ -560,6 +560,8 @@ def embedding_degeneracy(coordinates: np.ndarray, X: np.ndarray) -> str | None:
     if rank < min(d, n - 1) and rank < _numerical_rank(X):  # a view of rank r cannot fill more than r
         return f"rank {rank} < {d} dimensions"
     distinct = np.unique(np.round(coordinates / (_DISTINCT_RTOL * largest)), axis=0).shape[0]
+    if distinct >= 0.5 * n:  # at least half of all rows: enough whatever the input's duplicates
+        return None
     distinct_input = np.unique(X, axis=0).shape[0]
     if distinct < 0.5 * distinct_input:
         return (f"{distinct} distinct rows (to {_DISTINCT_RTOL:.0e} of the largest coordinate, {largest:.3g}) "
