@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bayesalign.data import AlignmentProblem
+from bayesalign.data import AlignmentProblem, Correspondence
 from bayesalign.graph import DEGREE_RATIO_LIMIT
 from bayesalign.metrics import foscttm
 from bayesalign.spectral import (
@@ -210,3 +210,15 @@ def test_least_squares_symmetric_blocks_are_the_two_regressions():
     predicted_b = (a - a[rows].mean(0)) @ model.coef_[("a", "b")] + b[rows].mean(0)
     np.testing.assert_allclose(emb["a"][:, 3:], (predicted_b - b.mean(0)) / s_b, atol=1e-10)
     np.testing.assert_allclose(emb.transform("a", a[:4]), emb["a"][:4], atol=1e-12)
+
+
+def test_least_squares_three_views_need_anchors_between_every_pair_when_symmetric():
+    rng = np.random.default_rng(5)
+    a, b, c = rng.normal(size=(30, 2)), rng.normal(size=(30, 3)), rng.normal(size=(30, 2))
+    anchors = [Correspondence.from_pairs([(i, i) for i in range(10)], ("a", "b")),
+               Correspondence.from_pairs([(i, i) for i in range(10)], ("a", "c"))]  # none between b and c
+    problem = AlignmentProblem({"a": a, "b": b, "c": c}, anchors=anchors)
+    with pytest.raises(ValueError, match=r"0 anchor pair\(s\) between views 'b' and 'c'.*direction='to_first'"):
+        LeastSquaresAlignment().fit(problem)
+    emb = LeastSquaresAlignment(direction="to_first").fit(problem).embedding_
+    assert emb.n_components == 2  # the first view's feature space

@@ -246,7 +246,10 @@ class LeastSquaresAlignment(SpectralAlignment):
 
     def _regression(self, problem, a, b):
         """F (p_a, p_b) and the anchor means m_a, m_b: least squares predicting view b from view a."""
-        corr = self._anchor_pairs(problem, a, b, 1, "least squares")
+        why = ("least squares" if self.direction == "to_first" else
+               "symmetric least squares (a map between every pair of views; direction='to_first' needs "
+               "anchors to the first view only)")
+        corr = self._anchor_pairs(problem, a, b, 1, why)
         Xa, Xb = problem.views[a][corr.index_a], problem.views[b][corr.index_b]  # [m, p_a], [m, p_b]
         mean_a, mean_b = Xa.mean(axis=0), Xb.mean(axis=0)
         F, *_ = np.linalg.lstsq(Xa - mean_a, Xb - mean_b, rcond=None)  # F = X^+ Y: [p_a, p_b]
