@@ -129,24 +129,12 @@ class AlignmentProblem:
                for c in self.anchors.values() if view in c.views]
         return np.unique(np.concatenate(idx)) if idx else np.zeros(0, np.int64)
 
-    def anchor_groups(self) -> np.ndarray:
-        """Rows that are one thing seen in every view: int array (G, V), column k for view k.
+    def _anchor_components(self):
+        """Connected components of the anchor graph over the rows of all views.
 
-        Anchors are joined across pairs of views (a-b and b-c make one group a-b-c): the groups
-        are the connected components of the graph whose nodes are the rows of all views and
-        whose edges are the anchor pairs. Only groups holding exactly one row of *every* view
-        are returned (sorted), the rows that every multi-view method can train on. Raises
-        ``ValueError`` for duplicated pairs and contradicting anchors (a row anchored to two
-        different rows of one view, directly or through a chain of anchors).
-
-        Examples
-        --------
-        >>> X = np.zeros((4, 2))
-        >>> problem = AlignmentProblem({"a": X, "b": X, "c": X}, anchors=[
-        ...     Correspondence.from_pairs([(0, 1), (2, 3)], ("a", "b")),
-        ...     Correspondence.from_pairs([(1, 2)], ("b", "c"))])
-        >>> problem.anchor_groups().tolist()   # a0-b1-c2; a2-b3 is not seen in view c
-        [[0, 1, 2]]
+        Returns ``(component, view_of, row_of)``, one entry per row of every view (views in order,
+        rows in order), or ``(None, None, None)`` without anchors. Raises ``ValueError`` for
+        duplicated or contradicting anchors (see :meth:`anchor_groups`).
         """
         names = list(self.views.names)
         sizes = [self.views.n_samples[v] for v in names]
@@ -174,7 +162,7 @@ class AlignmentProblem:
             tails.append(offset[names.index(b)] + corr.index_b)
         n_nodes = int(offset[-1])
         if not heads:
-            return np.zeros((0, len(names)), dtype=np.int64)
+            return None, None, None
         heads, tails = np.concatenate(heads), np.concatenate(tails)
         graph = sp.csr_matrix((np.ones(heads.size), (heads, tails)), shape=(n_nodes, n_nodes))
         _, component = connected_components(graph, directed=False)  # [n_nodes]
@@ -188,6 +176,68 @@ class AlignmentProblem:
             t = clash[0]
             raise ValueError(f"contradicting anchors: rows {row[t]} and {row[t + 1]} of view {names[view[t]]!r} are "
                              "anchored to the same point through other views")
+        return component, view_of, row_of
+
+    def entities(self) -> tuple[int, dict[str, np.ndarray]]:
+        """One entity per thing seen by some view: ``(n_entities, {view: entity of each row})``.
+
+        The rows joined by anchors (directly or through a chain of anchors, across any views) are
+        one entity; every other row is an entity of its own, seen by its view alone. This is the
+        latent-point layout of a partially observed MRD (``MRD.fit(views, observed=...)``): the
+        entities seen by every view come first, in the order of :meth:`anchor_groups`, then the
+        other anchored entities, then each view's unanchored rows in view and row order.
+
+        Examples
+        --------
+        >>> X = np.zeros((3, 2))
+        >>> problem = AlignmentProblem({"a": X, "b": X}, anchors=Correspondence.from_pairs([(2, 0)], ("a", "b")))
+        >>> n, rows = problem.entities()
+        >>> n, rows["a"].tolist(), rows["b"].tolist()
+        (5, [1, 2, 0], [0, 3, 4])
+        """
+        names = list(self.views.names)
+        sizes = [self.views.n_samples[v] for v in names]
+        component, view_of, row_of = self._anchor_components()
+        if component is None:  # no anchors: every row its own entity
+            component = np.arange(sum(sizes))
+            view_of = np.repeat(np.arange(len(names)), sizes)
+            row_of = np.concatenate([np.arange(n) for n in sizes])
+        members = np.bincount(component)  # rows per component
+        groups = self.anchor_groups()
+        offset = np.cumsum([0] + sizes)
+        entity_of = np.full(members.size, -1)  # component -> entity
+        entity_of[component[offset[0] + groups[:, 0]]] = np.arange(len(groups))  # complete groups first
+        partial = np.flatnonzero((members > 1) & (entity_of < 0))
+        entity_of[partial] = len(groups) + np.arange(partial.size)
+        single_nodes = np.flatnonzero(members[component] == 1)  # in (view, row) order
+        entity_of[component[single_nodes]] = len(groups) + partial.size + np.arange(single_nodes.size)
+        entity = entity_of[component]
+        return int(members.size), {name: entity[view_of == k][np.argsort(row_of[view_of == k])]
+                                   for k, name in enumerate(names)}
+
+    def anchor_groups(self) -> np.ndarray:
+        """Rows that are one thing seen in every view: int array (G, V), column k for view k.
+
+        Anchors are joined across pairs of views (a-b and b-c make one group a-b-c): the groups
+        are the connected components of the graph whose nodes are the rows of all views and
+        whose edges are the anchor pairs. Only groups holding exactly one row of *every* view
+        are returned (sorted), the rows that every multi-view method can train on. Raises
+        ``ValueError`` for duplicated pairs and contradicting anchors (a row anchored to two
+        different rows of one view, directly or through a chain of anchors).
+
+        Examples
+        --------
+        >>> X = np.zeros((4, 2))
+        >>> problem = AlignmentProblem({"a": X, "b": X, "c": X}, anchors=[
+        ...     Correspondence.from_pairs([(0, 1), (2, 3)], ("a", "b")),
+        ...     Correspondence.from_pairs([(1, 2)], ("b", "c"))])
+        >>> problem.anchor_groups().tolist()   # a0-b1-c2; a2-b3 is not seen in view c
+        [[0, 1, 2]]
+        """
+        names = list(self.views.names)
+        component, view_of, row_of = self._anchor_components()
+        if component is None:
+            return np.zeros((0, len(names)), dtype=np.int64)
         members = np.bincount(component, minlength=component.max() + 1)  # rows per component
         full = np.flatnonzero(members == len(names))
         groups = np.full((full.size, len(names)), -1, dtype=np.int64)  # [G, V]
