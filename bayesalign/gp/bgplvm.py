@@ -6,10 +6,12 @@ import torch
 
 from ..data import check_view
 from ._model import LatentGPBase
+from .io import register_model_class
 
 __all__ = ["BayesianGPLVM"]
 
 
+@register_model_class
 class BayesianGPLVM(LatentGPBase):
     r"""Bayesian Gaussian process latent variable model of one data matrix.
 

@@ -16,18 +16,23 @@ import numpy as np
 import torch
 
 from .._utils import atomic_write
+from .kernels import make_kernel
+from .module import LatentGPModule, resolve_dtype
 
-__all__ = ["ModelFileError", "load_model", "save_model"]
+__all__ = ["ModelFileError", "load_model", "register_model_class", "save_model"]
 
 FORMAT = "bayesalign.gp"
 FORMAT_VERSION = 1
 
+#: The estimator classes a model file may name (filled by :func:`register_model_class`: MRD,
+#: BayesianGPLVM); loading builds only these, so a file can never make the loader run other code.
+MODEL_CLASSES: dict[str, type] = {}
 
-def _classes():
-    from .bgplvm import BayesianGPLVM
-    from .mrd import MRD
 
-    return {"MRD": MRD, "BayesianGPLVM": BayesianGPLVM}
+def register_model_class(cls):
+    """Class decorator: ``cls`` may be named in a model file (its ``__name__`` is the file's class)."""
+    MODEL_CLASSES[cls.__name__] = cls
+    return cls
 
 
 def _json_params(model) -> dict:
@@ -117,9 +122,6 @@ def load_model(path, device=None):
 
 
 def _read_model(path, device):
-    from ._model import LatentGPModule, resolve_dtype
-    from .kernels import make_kernel
-
     with np.load(Path(path), allow_pickle=False) as data:
         arrays = {key: data[key] for key in data.files}
     try:
@@ -128,7 +130,7 @@ def _read_model(path, device):
         raise ValueError(f"{path} is not a bayesalign.gp model file (no readable metadata)") from exc
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported format {meta.get('format')!r} version {meta.get('format_version')!r}")
-    classes = _classes()
+    classes = MODEL_CLASSES
     if meta["class"] not in classes:
         raise ValueError(f"{path}: unknown model class {meta['class']!r}")
     params = dict(meta["params"])

@@ -6,10 +6,12 @@ import numpy as np
 import torch
 
 from ._model import LatentGPBase, as_paired_views, as_views
+from .io import register_model_class
 
 __all__ = ["MRD"]
 
 
+@register_model_class
 class MRD(LatentGPBase):
     r"""Manifold Relevance Determination: one latent space, one ARD Gaussian process per view.
 
@@ -114,7 +116,7 @@ class MRD(LatentGPBase):
         views: for large N, when the best optimum matters more than time, use None; init="cca"
         (above) gets the right split on every seed in 395-423 evaluations, to bounds 315,717,
         318,155 and 316,218. (These numbers include the step of
-        :meth:`~bayesalign.gp._model.LatentGPModule.normalise_latent` at each restart.)
+        :meth:`~bayesalign.gp.module.LatentGPModule.normalise_latent` at each restart.)
     learning_rate : float
         Adam's step size.
     inducing : {"shared", "per_view"}
@@ -232,7 +234,7 @@ class MRD(LatentGPBase):
             view left out of the dict, means row n is entity n). Views may then have different
             numbers of rows. The initialisation is per entity: "pca", "pca_split" and "cca" see the
             views' rows of the entities they do not observe filled in by a rank-Q SVD of the
-            concatenated views (:func:`~bayesalign.gp._model.complete_views`); an init array has one
+            concatenated views (:func:`~bayesalign.gp.initialisation.complete_views`); an init array has one
             row per entity; a LatentEmbedding one row per row of each view (an entity gets the mean).
         n_entities : int, optional
             Number of entities (default: the largest index in ``observed`` + 1); entities no view
