@@ -196,6 +196,16 @@ def median_edge_length(G) -> float:
     return float(np.median(data)) if data.size else 1.0
 
 
+def _check_distance_graph(G) -> sp.csr_matrix:
+    """A float64 CSR copy of a square distance graph with non-negative edges, else a ValueError."""
+    G = sp.csr_matrix(G, dtype=np.float64, copy=True)
+    if G.shape[0] != G.shape[1]:
+        raise ValueError(f"expected a square distance graph, got shape {G.shape}")
+    if G.nnz and (G.data < 0).any():
+        raise ValueError("expected non-negative distances")
+    return G
+
+
 def heat_kernel(G, sigma: float | None = None) -> sp.csr_matrix:
     """Heat-kernel weights ``W_ij = exp(-d_ij^2 / (2 sigma^2))`` on the edges of a distance graph.
 
@@ -215,24 +225,11 @@ def heat_kernel(G, sigma: float | None = None) -> sp.csr_matrix:
     >>> round(float(W[0, 1]), 6) == round(float(np.exp(-0.5)), 6)
     True
     """
-    G = sp.csr_matrix(G, dtype=np.float64, copy=True)
-    if G.shape[0] != G.shape[1]:
-        raise ValueError(f"heat_kernel expects a square distance graph, got shape {G.shape}")
-    if G.nnz and (G.data < 0).any():
-        raise ValueError("heat_kernel expects non-negative distances")
+    G = _check_distance_graph(G)
     sigma = median_edge_length(G) if sigma is None else float(sigma)
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be positive and finite, got {sigma}")
     G.data = np.exp(-(G.data ** 2) / (2.0 * sigma ** 2))
-    return G
-
-
-def _check_distance_graph(G) -> sp.csr_matrix:
-    G = sp.csr_matrix(G, dtype=np.float64, copy=True)
-    if G.shape[0] != G.shape[1]:
-        raise ValueError(f"expected a square distance graph, got shape {G.shape}")
-    if G.nnz and (G.data < 0).any():
-        raise ValueError("expected non-negative distances")
     return G
 
 
@@ -268,13 +265,14 @@ def local_scaling_kernel(G, k: int = 7) -> sp.csr_matrix:
     """Self-tuning affinity ``W_ij = exp(-d_ij^2 / (sigma_i sigma_j))`` on the edges of a distance graph.
 
     Zelnik-Manor & Perona (2004), eq. 1 with local scaling: ``sigma_i`` is the distance from
-    point ``i`` to its ``k``-th neighbour (:func:`local_scales`). Unlike one global width
-    (:func:`heat_kernel`), a point far from all others keeps edges of ordinary weight to its
-    own neighbours: for an edge with ``d_ij <= min(sigma_i, sigma_j)`` the weight is at least
-    ``exp(-1)``, so a sparse or spread-out region is not cut off from the graph (a
-    single-width kernel gives such a row a degree that is positive but can underflow towards
-    ``1e-100``, and the degree-normalised eigenvectors put about ``1/sqrt(degree)`` on it).
-    Symmetric when ``G`` is. Same sparsity as ``G``.
+    point ``i`` to its ``k``-th neighbour (:func:`local_scales`). Every edge no longer than
+    both ends' widths, ``d_ij <= min(sigma_i, sigma_j)``, weighs at least ``exp(-1)``, so a
+    sparse or spread-out region keeps ordinary weights, where one global width
+    (:func:`heat_kernel`) gives its rows degrees that can underflow towards ``1e-100`` (and the
+    degree-normalised eigenvectors put about ``1/sqrt(degree)`` on them). A single point far
+    from all others still gets ``exp(-d_ij^2 / (sigma_i sigma_j)) ~ exp(-sigma_i / sigma_j)`` to
+    neighbours of much smaller width: small, but not ``exp(-(sigma_i / sigma)^2 / 2)``; such rows
+    are what :func:`check_degrees` reports. Symmetric when ``G`` is. Same sparsity as ``G``.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> G = knn_graph(np.array([[0.0], [1.0], [3.0], [7.0]]), 2)
@@ -319,9 +317,11 @@ def check_degrees(W, name: str = "graph", max_ratio: float = DEGREE_RATIO_LIMIT,
     if ratio > max_ratio:
         weakest = np.argsort(degrees)[:5]
         low = ", ".join(f"{int(i)} ({degrees[i]:.3g})" for i in weakest)
-        warnings.warn(f"{name}: row degrees span a ratio of {ratio:.3g} (> {max_ratio:.0e}); the rows of "
-                      f"smallest degree are nearly cut off from their neighbours and their spectral "
-                      f"coordinates are out of scale: rows (degree) {low}; {hint}", RuntimeWarning, stacklevel=3)
+        n_low = int(np.sum(degrees * max_ratio < degrees.max()))
+        warnings.warn(f"{name}: row degrees span a ratio of {ratio:.3g} (> {max_ratio:.0e}); {n_low} row(s) below "
+                      f"1/{max_ratio:.0e} of the largest degree are nearly cut off from their neighbours and "
+                      f"their spectral coordinates are out of scale; smallest: rows (degree) {low}; {hint}",
+                      RuntimeWarning, stacklevel=3)
     return ratio
 
 
