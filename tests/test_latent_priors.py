@@ -71,3 +71,18 @@ def test_bad_laplacians_and_sizes_are_refused():
         check_latent_prior(prior, 4)
     with pytest.raises(TypeError, match="latent_prior"):
         check_latent_prior(42, 4)
+
+
+@pytest.mark.parametrize("prior", [StandardNormalPrior(), GraphLaplacianPrior(
+    _random_laplacian(7, np.random.default_rng(2)), strength=3.0)])
+def test_closed_form_gradients_equal_autograd(prior):
+    rng = np.random.default_rng(3)
+    mean = torch.tensor(rng.normal(size=(7, 2)), dtype=F64, requires_grad=True)
+    variance = torch.tensor(rng.uniform(0.1, 2.0, size=(7, 2)), dtype=F64, requires_grad=True)
+    value, d_mean, d_variance = prior.kl_and_gradient(mean.detach(), variance.detach())
+    reference = prior.kl(mean, variance)
+    reference.backward()
+    # the same arithmetic in a different order: float64 round-off
+    assert float(value) == pytest.approx(float(reference), rel=1e-12)
+    np.testing.assert_allclose(d_mean.numpy(), mean.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d_variance.numpy(), variance.grad.numpy(), rtol=1e-10, atol=1e-12)
