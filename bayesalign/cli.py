@@ -148,7 +148,6 @@ def _check_outputs(outputs: dict, inputs: dict) -> None:
     """Refuse, before any fit, an output path that is an input file, is named twice, is a directory,
     or cannot be written (its folder is not writable, or it is a read-only file)."""
     import os
-    import tempfile
 
     from .io import _split_key
 
@@ -167,19 +166,27 @@ def _check_outputs(outputs: dict, inputs: dict) -> None:
                 raise CommandError(f"{other} and {flag} name the same file {path}")
         if path.is_dir():
             raise CommandError(f"{flag} {path}: is a directory; give a file name")
-        folder = Path(os.path.realpath(path)).parent
-        while not folder.exists():  # the writer creates missing folders: the nearest existing one must take them
-            folder = folder.parent
-        if not folder.is_dir():
-            raise CommandError(f"{flag} {path}: {folder} is not a directory")
-        try:  # a real probe: os.access is always true for root and blind to read-only file systems
-            fd, probe = tempfile.mkstemp(prefix=".bayesalign-probe.", dir=folder)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise CommandError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+        _check_writable_folder(flag, path, Path(os.path.realpath(path)).parent)
         if path.exists() and not os.access(path, os.W_OK):
             raise CommandError(f"{flag} {path}: the file is read-only")
+
+
+def _check_writable_folder(flag: str, path, folder: Path) -> None:
+    """Refuse ``path`` unless ``folder`` (or, where it does not exist yet, its nearest existing parent,
+    in which the writer will create it) is a directory this process can create files in."""
+    import os
+    import tempfile
+
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CommandError(f"{flag} {path}: {folder} is not a directory")
+    try:  # a real probe: os.access is always true for root and blind to read-only file systems
+        fd, probe = tempfile.mkstemp(prefix=".bayesalign-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CommandError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
 
 
 def _check_device(text: str | None) -> None:
@@ -296,6 +303,7 @@ def cmd_compare(args) -> int:
         for name, doc in compare.dataset_summaries().items():
             print(f"{name:34s} {doc}")
         return 0
+    _check_writable_folder("--out", args.out, Path(args.out))  # before a run of minutes
     if bool(args.files) == bool(args.dataset):
         raise CommandError("compare needs either --dataset NAME or two or more paired view files")
     if args.files:
@@ -398,6 +406,7 @@ def cmd_demo(args) -> int:
     from . import compare
 
     _check_device(args.device)
+    _check_writable_folder("--out", args.out, Path(args.out))  # before a run of minutes
     frame, paths = compare.demo(args.out, dataset=args.dataset, seed=args.seed, device=args.device, log=_say)
     print(compare.markdown_summary(frame))
     _say("wrote " + ", ".join(str(p) for p in paths))

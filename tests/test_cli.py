@@ -548,3 +548,14 @@ def test_standardise_makes_the_matches_independent_of_column_units(files, capsys
         outs[name] = pd.read_csv(folder / f"{name}.csv")[["index_a", "index_b"]]
     pd.testing.assert_frame_equal(outs["plain"], outs["scaled"])
     assert not outs["raw"].equals(outs["plain"])
+
+
+@pytest.mark.parametrize("argv", [["demo", "--device", "gpu-please"], ["demo", "--out", "{plain}"],
+                                  ["compare", "--dataset", "x", "--out", "{plain}/sub"]])
+def test_demo_and_compare_refuse_a_bad_device_or_out_folder_before_running(tmp_path, capsys, argv):
+    plain = tmp_path / "plain"
+    plain.write_text("a file, not a folder\n")
+    code, _, err = run([a.format(plain=plain) for a in argv], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "not a torch device" in err or "is not a directory" in err
+    assert plain.read_text() == "a file, not a folder\n"
