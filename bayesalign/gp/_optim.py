@@ -28,11 +28,8 @@ __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 #: Consecutive non-finite evaluations L-BFGS-B may backtrack from before the fit stops with an error.
 MAX_NONFINITE_STEPS = 10
 
-#: Default correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10). On the
-#: reference MRD workload (``benchmarks/bench_mrd.py``, 5 seeds, no preconditioner) 30 pairs reach GPy's 1000-evaluation
-#: bound in 471-661 evaluations instead of 659-908 on 3 of 5 seeds (the others never) with 10; each
-#: step costs about 0.4 ms more (L-BFGS-B's own work grows with the memory: 50 and 100 pairs cost
-#: more per step than the evaluations they save).
+#: Default correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10); 30 reach GPy's bound
+#: in fewer evaluations on the reference MRD workload (benchmarks/RESULTS.md, "Bayesian core").
 LBFGS_MEMORY = 30
 
 

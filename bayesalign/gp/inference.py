@@ -26,9 +26,8 @@ grows with the number of rows. Two things make a row converge in a few evaluatio
   in ``tr(G psi2_n)`` makes ``F_n`` exact to ~1e-8 only, below which no line search can see a
   decrease (``tol`` = 1e-10 alone would keep every row backtracking in noise).
 
-On the toys of ``benchmarks/bench_mad.py`` (Q = 5, M = 25) a row takes 14 evaluations on average
-(at most 18), against some 500 evaluations of one L-BFGS on the sum of 1000 rows, which also stopped
-short of the optimum (every row's bound is now higher).
+A row then takes a few tens of evaluations, where one L-BFGS on the sum of all rows takes hundreds
+and stops short of the optimum (benchmarks/RESULTS.md, "Bayesian core").
 
 Each row is optimised in (mu, log S) and starts at the trained q(x_m) of the nearest training row m
 in view v's output space. The per-row bound of the usual GP-LVM kernel (one RBF on every latent

@@ -63,23 +63,17 @@ class MRD(LatentGPBase):
         largest component gets unit variance). A LatentEmbedding (e.g. from a spectral method)
         gives the mean of its views' coordinates, centred and scaled the same way; an array is used
         as given. "cca" is the better start when the views have a few strong shared and private
-        signals, not everywhere on real data, hence not the default. ``python
-        benchmarks/bench_mrd.py --skip-reference --large --large-evals 1000 --threads-large 2
-        --init cca --seed S`` (N=2000, D=100, Q=10, M=100, data seeds 0-2): 395-423 evaluations
-        (67-92 s on 2 cores), every seed with one shared and one private dimension per view;
-        from "pca" 484-913 (90-179 s), and seed 1 keeps both private signals in both views. On
-        mfeat's Fourier / Karhunen-Loeve views (``--real mfeat --seeds 0 1``, N=2000, Q=5) "cca"
-        ended 3,870 below and 286 above "pca" after 1000 evaluations.
+        signals, not everywhere on real data, hence not the default (benchmarks/RESULTS.md,
+        "Bayesian core").
     init_variance : float
         Initial q(X) variance of every point and dimension.
     snr : float
         Initial signal-to-noise ratio: noise variance = mean column variance / snr, per view.
     warmup_iters : int
         Bound evaluations with the noise variances held fixed before all parameters are freed
-        (otherwise the noise can absorb the signal early on, GPy issue #286). Default 100: on the
-        reference workload of ``benchmarks/bench_mrd.py`` (5 seeds, 1000 evaluations, measured
-        with ``precondition_after=None``) GPy's 1000-evaluation bound is reached in 471-661
-        evaluations (300: 650-988, one seed never), at higher final bounds (mean 1807; 300: 1782).
+        (otherwise the noise can absorb the signal early on, GPy issue #286). The default 100 and the
+        other optimiser defaults below were chosen on ``benchmarks/bench_mrd.py`` (figures in
+        benchmarks/RESULTS.md, "Bayesian core").
     optimizer : {"lbfgs", "adam"}
         scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
     max_iter : int
@@ -87,36 +81,15 @@ class MRD(LatentGPBase):
     tol : float
         L-BFGS stops when the relative change of the bound per iteration is below ``tol``.
     lbfgs_memory : int
-        Correction pairs of L-BFGS-B (scipy's ``maxcor``). Default 30, not scipy's and GPy's 10: on
-        the reference workload of ``benchmarks/bench_mrd.py`` GPy's 1000-evaluation bound is reached
-        in 471-661 evaluations on 5 of 5 seeds instead of 659-908 on 3 of 5 (both without the
-        preconditioner, ``precondition_after=None``). A better optimum of
-        the bound is not always a better alignment: MAD on motion capture (Table 1, 300-evaluation
-        warm-up, no preconditioner) kept two shared dimensions on 5 of 5 seeds with 10 pairs
-        (Kendall-tau 0.25) and on 2 of 5 with 30 (0.33), whose higher bounds switch one off;
+        Correction pairs of L-BFGS-B (scipy's ``maxcor``); default 30, not scipy's and GPy's 10.
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
     precondition_after : int or None
         After this many evaluations of the main phase (the warm-up not counted), L-BFGS-B restarts
         on ``mu / sqrt(S)`` instead of the latent means ``mu`` (S at the restart): the bound's
         curvature in a mean is about ``1 / S``, and this diagonal preconditioner equalises stiff
-        and flat directions. None: never. On the reference workload of ``benchmarks/bench_mrd.py``
-        (5 seeds, measured before the restart's symmetry step) GPy's 1000-evaluation bound is
-        reached in 347-387 evaluations with the default 200 (471-661 with None) at higher final
-        bounds (mean 1820 vs 1807). Not from the start of the main phase (0): that halves the
-        evaluations there (226-297), but where views have many more columns than rows (UCI fac /
-        pix: 216 and 240 columns, 30-120 rows) the bounds then end lower and MAD's accuracy at 25%
-        anchors fell from 0.43-0.56 to 0.00-0.04; after 200 evaluations the fac / pix bounds equal
-        the unpreconditioned ones (120 rows, 1000 evaluations, 2 seeds). On the larger workload
-        (N=2000, D=100, Q=10, M=100, data seeds 0-2; ``python benchmarks/bench_mrd.py
-        --skip-reference --large --large-evals 1000
-        --threads-large 2 --seed S``, with ``--precondition-after -1`` for None) the default
-        converges after 484, 913 and 485 evaluations to bounds 316,086, 315,913 and 316,799; None
-        after 1000 (not converged), 951 and 689 to 316,542, 317,283 and 316,944, with the right
-        shared / private split on seed 1, where the default keeps both private signals in both
-        views: for large N, when the best optimum matters more than time, use None; init="cca"
-        (above) gets the right split on every seed in 395-423 evaluations, to bounds 315,717,
-        318,155 and 316,218. (These numbers include the step of
-        :meth:`~bayesalign.gp.module.LatentGPModule.normalise_latent` at each restart.)
+        and flat directions. None: never. Not from the start of the main phase (0): where views have
+        many more columns than rows the bound then ends lower. For large N, when the best optimum
+        matters more than time, None can find a better one.
     learning_rate : float
         Adam's step size.
     inducing : {"shared", "per_view"}
@@ -124,27 +97,23 @@ class MRD(LatentGPBase):
     jitter : float, optional
         Added to the diagonal of Kuu relative to its mean diagonal (default 1e-6, GPy's VarDTC
         value); more is added, with a warning, if a Cholesky factorisation fails. It keeps the
-        inducing inputs from collapsing onto each other: on the reference benchmark
-        (``benchmarks/bench_mrd.py``, 5 seeds) 1e-8 left the fit in worse optima (mean bound 1733
-        against GPy's 1748) and 1e-6 does not (1756).
+        inducing inputs from collapsing onto each other (1e-8 leaves the reference fit in worse optima).
     seed : int, Generator or None
         For the inducing inputs (a random subset of the initial means) and init="random".
     device : str or torch.device, optional
         Where all tensors live ("cpu" by default, "cuda", ...).
     dtype : torch.dtype or str
-        float64 (default) or float32. In float32 the psi-statistics are about twice as fast, the
-        M x M algebra of the bound still runs in float64; but a summed psi2 rounded to float32 can
-        lose positive definiteness against an ill-conditioned Kuu (small noise, many inducing
-        inputs), which stops the fit with a ``NotPSDError``.
+        float64 (default) or float32. In float32 the psi-statistics cost less; the M x M algebra of
+        the bound still runs in float64, but a summed psi2 rounded to float32 can lose positive
+        definiteness against an ill-conditioned Kuu (small noise, many inducing inputs), which stops
+        the fit with a ``NotPSDError``.
     progress : bool
         Show a tqdm progress bar with the bound.
     n_restarts : int
         Fits from this many starting points, keeping the one with the highest bound (the bound is
         multimodal; GPy's ``optimize_restarts``). The first starts at ``init``; the others at ``init``
         plus Gaussian jitter of 30% of each latent dimension's spread, with fresh inducing inputs.
-        A higher bound is a better model of the data it was fitted on, not always a better
-        alignment: MAD on motion capture (Table 1, seed 0) found a higher bound with 3 restarts
-        and a Kendall-tau of 0.46 instead of 0.15.
+        A higher bound is a better model of the data it was fitted on, not always a better alignment.
 
     Attributes
     ----------

@@ -22,10 +22,8 @@ i.e. :math:`E = K F^\top` with the per-point coefficients :math:`K_n = [2 b_n \c
 :math:`P = M (M+1) / 2` pairs :math:`m \le k` are computed. For a chunk of points the forward is one
 matrix product (a single GEMM: a batch of tiny products per point is several times slower on a CPU),
 an in-place exp and a sum over the chunk; memory is O(chunk * P + N (M + Q)), never [N, M, M].
-At N=2000, M=100, Q=10, two views, this form (half the pairs, 22 features, no broadcast adds) made a
-whole bound+gradient about 2x faster than the full [M, M] exponent with separate per-point terms
-(``python benchmarks/bench_mrd.py --skip-reference --large --large-evals 20 --threads-large 1``, run
-alternately in both versions: 0.29 / 0.21 s against 0.56 / 0.46 s).
+This form (half the pairs, 22 features, no broadcast adds) is faster than the full [M, M] exponent
+with separate per-point terms (benchmarks/RESULTS.md, "Bayesian core").
 
 Backward, for the incoming gradient G [M, M]: with :math:`\tilde G_{(m,k)} = G_{mk} + G_{km}`
 (:math:`G_{mm}` on the diagonal) and :math:`W_{np} = \tilde G_p \exp(E_{np})`,
@@ -50,10 +48,8 @@ from torch.autograd.function import once_differentiable
 __all__ = ["RBFPsi2Sum", "default_chunk_size", "pair_features", "pair_features_backward", "pairs_of_gradient",
            "psi2_coefficients", "psi2_sum_backward", "psi2_sum_forward", "rbf_psi2", "symmetric_from_pairs"]
 
-# Working set per chunk (elements of a [views, chunk, P] block): 4 MB in float64 on a CPU. 2**19 and
-# 2**20 tied fastest of 2**14 .. 2**22 when this constant was set and
-# LatentGPModule.evaluate_with_gradient timed on the larger workload of benchmarks/bench_mrd.py
-# (2 threads: 0.11 s against 0.13-0.77 s); a GPU wants large batches.
+# Working set per chunk (elements of a [views, chunk, P] block): 4 MB in float64 on a CPU, so that a chunk
+# stays in cache (chosen on benchmarks/bench_mrd.py --large; benchmarks/RESULTS.md); a GPU wants large batches.
 _CPU_CHUNK_ELEMENTS = 2**19
 _GPU_CHUNK_ELEMENTS = 2**25
 
@@ -151,9 +147,8 @@ def psi2_sum_forward(K: Tensor, F: Tensor, chunk_size: int, keep: bool = False):
     Shapes: K [V, N, F], F [V, P, F] (F features; V = 1 for one view). When all N points fit one chunk
     there is no loop, and with ``keep`` the block ``exp(E)`` [V, N, P] is returned too (else None),
     so that the backward need not recompute it. Over several chunks the backward recomputes them:
-    keeping a large block (written to and read back from main memory) measured slower than
-    recomputing cache-sized chunks (the larger workload of benchmarks/bench_mrd.py, evaluate_with_gradient
-    timed with every chunk kept: 0.25-0.27 s against 0.15-0.20 s).
+    keeping a large block (written to and read back from main memory) is slower than recomputing
+    cache-sized chunks.
     :func:`symmetric_from_pairs` gives the [V, M, M] matrix.
     """
     V, N, _ = K.shape
