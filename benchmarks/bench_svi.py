@@ -3,7 +3,8 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
 
 --agreement: the reference workload of ``bench_mrd.py`` (2 views, N=100, D=20, Q=5, M=20, ``make_views``):
   the collapsed MRD (1000 L-BFGS-B evaluations, defaults) and the SVI engine from the same PCA start
-  (full batch, Adam + natural gradients on q(u)); both bounds (the SVI one averaged over 256 draws of X,
+  (full batch, Adam with ``--lr`` 0.05, natural gradients on q(u) with ``--ngd-lr`` 0.5, q(X) variances
+  starting at ``--init-variance`` 0.01); both bounds (the SVI one averaged over 256 draws of X,
   with its standard error), their relative gap, and each model's shared dimensions.
 --likelihood: MAD's toy ("linear_shared_private", N=100, 20 anchors) with view Y2 binarised at each
   column's median (or Poisson counts, ``--counts``): anchors are entities observed by both views, the
@@ -15,7 +16,9 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   epoch (minibatches of ``--batch-size`` entities) and the peak resident memory of one process per model,
   for this engine, GPyTorch's Bayesian GPLVM (``gpytorch.models.gplvm``, its example's model over both
   views concatenated, one batch GP per output) and Pyro's GPLVM (``pyro.contrib.gp.models.GPLVM`` over a
-  ``VariationalSparseGP``, full batch: one step is one epoch). ``--epochs`` epochs each.
+  ``VariationalSparseGP``, full batch: one step is one epoch). ``--epochs`` epochs each, each model in its
+  own process under an address-space limit of ``--memory-limit-gb`` (default 4 GB): one that needs more
+  fails with a MemoryError, reported as such.
 
 Run:  python benchmarks/bench_svi.py --agreement
       python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2]
@@ -51,7 +54,8 @@ def agreement(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         svi = StochasticMRD(latent_dim=5, num_inducing=20, batch_size=100, max_epochs=args.epochs,
-                            learning_rate=args.lr, window=100, tol=1e-5, progress=False, seed=args.seed).fit(views)
+                            learning_rate=args.lr, init_variance=args.init_variance, natural_gradient_lr=args.ngd_lr,
+                            window=100, tol=1e-5, progress=False, seed=args.seed).fit(views)
     t_svi = time.perf_counter() - start
     draws = np.array([svi.elbo(num_samples=1, seed=s) for s in range(256)])
     elbo, se = draws.mean(), draws.std(ddof=1) / np.sqrt(draws.size)
@@ -83,7 +87,8 @@ def _match_accuracy(problem, likelihood2, seed, epochs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = StochasticMRD(latent_dim=5, num_inducing=20, likelihood={"Y2": likelihood2}, batch_size=200,
-                              max_epochs=epochs, learning_rate=0.02, progress=False, seed=seed).fit(
+                              max_epochs=epochs, learning_rate=0.05, init_variance=0.01, natural_gradient_lr=0.5,
+                              progress=False, seed=seed).fit(
             views, observed={"Y1": e1, "Y2": e2})
     dims = model.shared_dims()
     dims = dims if dims.size else np.arange(model.latent_dim)
@@ -140,6 +145,9 @@ def _peak_mb():
 def scale_one(which, args):
     """One model in this process: prints 'RESULT which seconds_per_epoch peak_MB final_loss'."""
     torch.set_num_threads(args.threads)
+    # an address-space cap, so that a model needing more fails cleanly instead of swapping a shared machine
+    limit = int(args.memory_limit_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     N, D, Q, M, B = args.n, 50, 10, 128, args.batch_size
     views = _scale_data(N, D, Q)
     dtype = torch.float32
@@ -227,7 +235,8 @@ def scale(args):
     print(f"  {'model':10s} {'s/epoch':>9s} {'peak MB':>9s} {'last ELBO':>12s}")
     for which in args.which:  # one process each: ru_maxrss is a per-process peak
         cmd = [sys.executable, __file__, "--scale-one", which, "--n", str(args.n), "--epochs", str(args.epochs),
-               "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device]
+               "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device,
+               "--memory-limit-gb", str(args.memory_limit_gb)]
         out = subprocess.run(cmd, capture_output=True, text=True)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
         if not line:
@@ -248,7 +257,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--init-variance", type=float, default=0.01)
+    parser.add_argument("--ngd-lr", type=float, default=0.5)
+    parser.add_argument("--memory-limit-gb", type=float, default=4.0)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--batch-size", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=2)

@@ -141,6 +141,9 @@ class StochasticMRD(BaseEstimator):
         explain the data while q(u) is still far from it, and must come back down (GPy issue #286).
     jitter : float
         Diagonal jitter of K_uu (GPyTorch's ``jitter_val``), relative to the kernel's initial variance.
+    warm_start : bool
+        When the estimator is already fitted, :meth:`fit` on the same views continues from its current
+        parameters (e.g. after :meth:`load_collapsed`) instead of starting afresh.
     seed : int or None
         Seeds the initialisation, the minibatches and Pyro's samples (the caller's global torch RNG is
         restored afterwards).
@@ -195,7 +198,7 @@ class StochasticMRD(BaseEstimator):
                  time_lengthscale: float = 1.0, batch_size: int = 256, max_epochs: int = 500,
                  learning_rate: float = 0.01, final_lr_fraction: float = 0.1, tol: float = 1e-4, window: int = 20,
                  num_particles: int = 1, natural_gradient_lr: float | None = 0.1, warmup_epochs: int = 50,
-                 jitter: float = 1e-6, seed=None,
+                 jitter: float = 1e-6, warm_start: bool = False, seed=None,
                  device=None, dtype=torch.float64, progress: bool = True):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
@@ -215,6 +218,7 @@ class StochasticMRD(BaseEstimator):
         self.num_particles = num_particles
         self.natural_gradient_lr = natural_gradient_lr
         self.warmup_epochs = warmup_epochs
+        self.warm_start = warm_start
         self.jitter = jitter
         self.seed = seed
         self.device = device
@@ -274,6 +278,13 @@ class StochasticMRD(BaseEstimator):
         """
         dtype, device = self._check_params()
         names, arrays = _views_with_nan(views)
+        if self.warm_start and hasattr(self, "model_"):
+            shapes = {name: Y.shape[1] for name, Y in zip(names, arrays)}
+            if tuple(names) != self.view_names_ or shapes != self.n_features_in_:
+                raise ValueError("warm_start: fit must get the same views as the fitted model "
+                                 f"({self.n_features_in_}), got {shapes}")
+            self._train()
+            return self
         likelihoods = self._likelihood_names(names)
         for name, lik, Y in zip(names, likelihoods, arrays):
             check_targets(lik, Y, name)
