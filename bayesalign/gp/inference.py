@@ -50,7 +50,7 @@ from ._optim import NonFiniteBoundError
 from .bound import per_point_bound
 from .functions.rbf_psi2 import pair_features, pairs_of_gradient, psi2_coefficients
 from .kernels import _kernel_terms, _rbf_parts
-from .psi import psi_statistics
+from .psi import psi_statistics, rbf_psi1
 
 __all__ = ["infer_latent", "minimize_rows"]
 
@@ -326,7 +326,7 @@ class _RBFRowBound:
     r"""Per-row bound ``F_n`` [k] of ``rbf (+ bias) (+ white)`` on every latent dimension, and its round-off.
 
     The terms of :func:`~bayesalign.gp.bound.per_point_bound` with the per-row statistics in closed
-    form (Titsias & Lawrence, 2010, Sec. 3): psi1 of the RBF term as in :mod:`bayesalign.gp.psi`,
+    form (Titsias & Lawrence, 2010, Sec. 3): psi1 of the RBF term from :func:`~bayesalign.gp.psi.rbf_psi1`,
     ``tr(G psi2_n)`` through :class:`_RBFPsi2Trace`, and a bias b adds ``b`` to psi0 and psi1 and
     ``2 b psi1_n^rbf . (G 1) + b^2 1'G1`` to the trace (its cross terms with the RBF term, as in the
     summed statistics); a white term only adds its variance to psi0. Everything that does not depend
@@ -360,11 +360,7 @@ class _RBFRowBound:
         p = self.precision  # [Q]
         mu = mu - self.center  # [k, Q]
         Z = self.Z
-        # psi1 of the RBF term [k, M]: sigma^2 prod_q (1 + p S)^-1/2 exp(-p (mu - z)^2 / 2(1 + p S))
-        scaled = 1.0 + p * S  # [k, Q]
-        d = p / scaled
-        log_norm = -0.5 * scaled.log().sum(1) - 0.5 * (d * mu.square()).sum(1)  # [k]
-        psi1 = self.variance * torch.exp(log_norm[:, None] - 0.5 * (d @ Z.square().T) + (d * mu) @ Z.T)
+        psi1 = rbf_psi1(self.variance, p, mu, S, Z)  # psi1 of the RBF term [k, M]
         K, _, _ = psi2_coefficients(self.variance, p, mu, S)  # psi2 exponent coefficients   [k, 2Q+2]
         trace, magnitude = _RBFPsi2Trace.apply(K, self.features, self.G_pairs, self.G_abs_pairs, self.block)
         fit_terms = psi1 * self.fit[rows]  # [k, M]

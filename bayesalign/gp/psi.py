@@ -48,7 +48,7 @@ from .functions.rbf_psi import rbf_psi_statistics
 from .functions.rbf_psi2 import rbf_psi2
 from .kernels import _kernel_terms, _rbf_parts, _Term
 
-__all__ = ["PsiStatistics", "psi_statistics", "supports_analytic"]
+__all__ = ["PsiStatistics", "psi_statistics", "rbf_psi1", "supports_analytic"]
 
 # Tensor-product quadrature grows as n^d; beyond this many nodes per point we refuse.
 _MAX_QUADRATURE_NODES = 2**20
@@ -223,7 +223,7 @@ def _psi0(t: _Term, mu, S, quadrature) -> Tensor:
     return t.evaluate(flat, flat, diag=True).reshape(N, J) @ w
 
 
-def _rbf_psi1(variance, precision, mu, S, Z) -> Tensor:
+def rbf_psi1(variance, precision, mu, S, Z) -> Tensor:
     r"""RBF psi1 [N, M] (Titsias & Lawrence 2010, Sec. 3).
 
     The quadratic form :math:`\sum_q d_{nq} (\mu_{nq} - z_{mq})^2`, :math:`d = p / (1 + p S)`, is
@@ -244,7 +244,7 @@ def _psi1(t: _Term, mu, S, Z, quadrature) -> Tensor:
     """E[k(x_n, z_m)], [N, M] (or a scalar that broadcasts)."""
     Q = mu.shape[1]
     if t.kind == "rbf":
-        return _rbf_psi1(t.scale(mu), t.precision(Q, mu), mu, S, Z)
+        return rbf_psi1(t.scale(mu), t.precision(Q, mu), mu, S, Z)
     if t.kind == "linear":
         return mu @ (Z * t.linear_variances(Q, mu)).T
     if t.kind == "bias":
