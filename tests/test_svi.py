@@ -252,3 +252,14 @@ def test_svi_keeps_the_collapsed_shared_private_split(toy_views, collapsed):
     assert mean + jitter_cost < bound + 4 * se  # a lower bound of what the collapsed bound maximises
     # 100 noisy Adam steps from the optimum wander off it by about 1% here; 3% leaves room for other seeds
     assert mean + jitter_cost > bound - 0.03 * abs(bound)
+
+
+def test_minibatch_elbo_is_unbiased(toy_views, collapsed):
+    # elbo() over chunks of 16 entities (plate scaled by N / B, global terms by B / N) estimates the same bound
+    # as over all 60 at once: the two Monte Carlo means agree within 4 standard errors of their difference.
+    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi.load_collapsed(collapsed)
+    full = np.array([svi.elbo(num_samples=1, seed=s) for s in range(60)])
+    chunked = np.array([svi.elbo(num_samples=1, batch_size=16, seed=s) for s in range(60)])
+    se = math.hypot(full.std(ddof=1), chunked.std(ddof=1)) / math.sqrt(60)
+    assert abs(full.mean() - chunked.mean()) < 4 * se

@@ -14,6 +14,7 @@ import gpytorch
 import numpy as np
 import torch
 from gpytorch.optim import NGD
+from pyro import poutine
 from pyro.infer import TraceMeanField_ELBO
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
@@ -318,7 +319,8 @@ class StochasticMRD(BaseEstimator):
             gps.append(ViewGP(tensor(Z0), Y.shape[1], kernel, constant_mean=lik != "gaussian",
                               jitter=float(self.jitter) * signal,
                               natural=lik == "gaussian" and self.natural_gradient_lr is not None))
-            liks.append(make_likelihood(lik, noise=max(var, 1e-12) / self.snr))
+            noise = max(var, 1e-12) / self.snr
+            liks.append(make_likelihood(lik, noise=noise, noise_floor=min(1e-6 * max(var, 1e-12), 0.1 * noise)))
         rows = []
         for r in observed:
             if r is None:
@@ -456,7 +458,6 @@ class StochasticMRD(BaseEstimator):
             for start in range(0, N, B):
                 idx = torch.arange(start, min(start + B, N), device=device)
                 # a chunk's plate is scaled by N / B_c; its global terms are weighted B_c / N so they add up once
-                import pyro.poutine as poutine
                 scaled = poutine.scale(scale=idx.shape[0] / N)
                 total += -float(loss_fn.differentiable_loss(scaled(model.model), scaled(model.guide), idx))
         return total

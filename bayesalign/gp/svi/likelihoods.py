@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import torch
-from gpytorch.constraints import Positive
+from gpytorch.constraints import GreaterThan, Positive
 from gpytorch.likelihoods import BernoulliLikelihood, GaussianLikelihood
 from gpytorch.likelihoods.likelihood import _OneDimensionalLikelihood
 from torch import Tensor
@@ -73,13 +73,16 @@ class NegativeBinomialLikelihood(_OneDimensionalLikelihood):
         return torch.distributions.NegativeBinomial(total_count=r, logits=function_samples - r.log())
 
 
-def make_likelihood(name: str, noise: float = 1.0):
+def make_likelihood(name: str, noise: float = 1.0, noise_floor: float | None = None):
     """The GPyTorch likelihood module for ``name`` (one of :data:`LIKELIHOODS`).
 
-    ``noise`` is the initial noise variance of the Gaussian likelihood (ignored by the others).
+    ``noise`` is the initial noise variance of the Gaussian likelihood and ``noise_floor`` its lower
+    bound (default: the smaller of GPyTorch's 1e-4 and a tenth of ``noise``, so data of any scale can
+    be modelled); both are ignored by the other likelihoods.
     """
     if name == "gaussian":
-        likelihood = GaussianLikelihood()
+        floor = min(1e-4, 0.1 * float(noise)) if noise_floor is None else float(noise_floor)
+        likelihood = GaussianLikelihood(noise_constraint=GreaterThan(floor))
         likelihood.noise = torch.tensor(float(noise))
         return likelihood
     if name == "bernoulli":
