@@ -379,14 +379,21 @@ def test_build_maps_common_settings_onto_each_class():
 
 
 # trustworthy outputs: interrupts, refusals before the fit, all-or-none writes ------------------------
-MAD_FOREVER = ["--method", "mad", "--latent-dim", "2", "--set", "num_inducing=6", "--set", "max_iter=1000000",
+MAD_FOREVER = ["--method", "mad", "--latent-dim", "3", "--set", "num_inducing=30", "--set", "max_iter=1000000",
                "--set", "warmup_iters=10", "--set", "tol=0"]
 
 
-def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(files):
+def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(tmp_path):
     """Ctrl-C (SIGINT) while `bayesalign align --method mad` fits: the command stops at once with exit
-    status 130, the existing output file is unchanged and no temporary file is left."""
-    folder, _, _ = files
+    status 130, the existing output file is unchanged and no temporary file is left. 300 rows a view,
+    so that the fit runs for seconds (on 40 rows L-BFGS may stop within the second we wait)."""
+    folder = tmp_path
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 2 * np.pi, 300, endpoint=False)
+    a = np.c_[np.cos(t), np.sin(t), 0.5 * np.sin(2 * t)] + 0.1 * rng.normal(size=(300, 3))  # [300, 3]
+    np.savetxt(folder / "a.csv", a, delimiter=",")
+    np.save(folder / "b.npy", 2.0 * a[:, ::-1] + 0.1 * rng.normal(size=(300, 3)))
+    (folder / "pairs.csv").write_text("".join(f"{i},{i}\n" for i in range(0, 300, 10)))
     out = folder / "m.csv"
     out.write_text("previous results\n")
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -397,7 +404,7 @@ def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(files):
         for line in proc.stderr:  # the line printed just before the fit starts
             if "anchor pairs" in line:
                 break
-        time.sleep(1.0)  # well inside the fit (a million evaluations)
+        time.sleep(1.0)  # well inside the fit (about 10 s uninterrupted here; L-BFGS stops on its own)
         assert proc.poll() is None, "the fit ended before it could be interrupted"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
