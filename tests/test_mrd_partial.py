@@ -263,7 +263,51 @@ def test_partial_bad_input_names_the_view_and_row():
         MRD(**kwargs).fit(views, observed={"c": np.arange(8)})
     with pytest.raises(ValueError, match=r"n_entities must be an int >= 12"):
         MRD(**kwargs).fit(views, observed={"b": np.arange(4, 12)}, n_entities=11)
-    with pytest.raises(ValueError, match=r"view 'a' has no observed indices, so its 10 rows must be the 12 entities"):
-        MRD(**kwargs).fit(views, observed={"b": np.arange(4, 12)})
+    # a view without indices: row n is entity n
+    model = MRD(**kwargs).fit(views, observed={"b": np.arange(4, 12)})
+    np.testing.assert_array_equal(model.observed_["a"], np.arange(10))
+    assert model.entity_means_.shape == (12, 2)
     with pytest.raises(ValueError, match="init array must have shape"):
-        MRD(**{**kwargs, "init": np.zeros((10, 2))}).fit(views, observed={"a": np.arange(10), "b": np.arange(4, 12)})
+        MRD(**{**kwargs, "init": np.zeros((10, 2))}).fit(views, observed={"b": np.arange(4, 12)})
+
+
+def test_anchored_init_puts_unaligned_rows_of_every_view_in_one_space():
+    """Two noise-free linear views of one 2-D latent; 12 of 60 objects are anchors (one entity), the others
+    are an entity per view. The least-squares maps learned on the anchors are exact, so an object's
+    unaligned row in b starts where its row in a does (to round-off)."""
+    from bayesalign.gp.initialisation import anchored_latent
+
+    rng = np.random.default_rng(0)
+    latent = rng.normal(size=(60, 2))
+    a, b = latent @ rng.normal(size=(2, 6)), latent @ rng.normal(size=(2, 5))
+    anchors = rng.choice(60, size=12, replace=False)
+    entity_b = np.arange(60, 120)
+    entity_b[anchors] = anchors
+    X = anchored_latent("pca", ["a", "b"], [a - a.mean(0), b - b.mean(0)], [np.arange(60), entity_b], 120, 2,
+                        seed=0)
+    assert X.shape == (120, 2)
+    np.testing.assert_allclose(X[entity_b], X[:60], atol=1e-9)  # least squares on exact data: round-off
+    assert np.linalg.matrix_rank(X[:60]) == 2
+    # too few entities seen by every view: None (the caller completes the views instead)
+    assert anchored_latent("pca", ["a", "b"], [a, b], [np.arange(60), np.r_[np.arange(3), np.arange(60, 117)]],
+                           120, 2, seed=0) is None
+
+
+def test_partial_fit_with_ten_percent_anchors_shares_the_common_signal():
+    """Both views see the same 200 objects; 20 anchors are one entity, every other row its own entity.
+    The latent dimension most relevant to both views carries the common signal on the rows of each view,
+    including those the other view never sees as the same entity."""
+    rng = np.random.default_rng(1)
+    signal = rng.normal(size=(200, 3))  # column 0 shared, 1 private to a, 2 private to b
+    a = signal[:, [0, 1]] @ rng.normal(size=(2, 10)) + 0.05 * rng.normal(size=(200, 10))
+    b = signal[:, [0, 2]] @ rng.normal(size=(2, 8)) + 0.05 * rng.normal(size=(200, 8))
+    anchors = rng.choice(200, size=20, replace=False)
+    entity_b = np.arange(200, 400)
+    entity_b[anchors] = anchors
+    model = MRD(latent_dim=4, num_inducing=15, max_iter=300, warmup_iters=50, progress=False, seed=0).fit(
+        {"a": a, "b": b}, observed={"b": entity_b})
+    relevance = np.array([r / r.max() for r in model.relevance_.values()])  # [2, Q]
+    both = int(np.argmax(relevance.min(0)))
+    assert relevance[:, both].min() > 0.5
+    for name in ("a", "b"):
+        assert abs(np.corrcoef(model.latent_.means[name][:, both], signal[:, 0])[0, 1]) > 0.95

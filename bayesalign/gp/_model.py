@@ -22,6 +22,7 @@ from ..data import LatentEmbedding, check_view
 from . import _optim
 from .inference import infer_latent
 from .initialisation import (
+    anchored_latent,
     as_paired_views,
     as_views,
     cca_latent,
@@ -36,8 +37,9 @@ from .kernels import ard_relevance, make_kernel
 from .module import LatentGPModule, resolve_dtype
 from .psi import psi_statistics
 
-__all__ = ["LatentGPBase", "LatentGPModule", "as_paired_views", "as_views", "cca_latent", "centre_view",
-           "check_observed", "complete_views", "entity_means_from_embedding", "init_latent", "resolve_dtype"]
+__all__ = ["LatentGPBase", "LatentGPModule", "anchored_latent", "as_paired_views", "as_views", "cca_latent",
+           "centre_view", "check_observed", "complete_views", "entity_means_from_embedding", "init_latent",
+           "resolve_dtype"]
 
 
 class LatentGPBase(BaseEstimator):
@@ -117,7 +119,9 @@ class LatentGPBase(BaseEstimator):
         if partial and isinstance(self.init, LatentEmbedding):
             X0 = entity_means_from_embedding(self.init, names, observed, N, Q)
         elif partial and isinstance(self.init, str) and self.init != "random":
-            X0 = init_latent(self.init, names, complete_views(centred, observed, N, Q), Q, self.seed)  # [N, Q]
+            X0 = anchored_latent(self.init, names, centred, observed, N, Q, self.seed)  # [N, Q], or None
+            if X0 is None:  # too few entities seen by every view: complete the views by a low-rank SVD
+                X0 = init_latent(self.init, names, complete_views(centred, observed, N, Q), Q, self.seed)
         else:
             X0 = init_latent(self.init, names, centred, Q, self.seed, n_rows=N)  # [N, Q]
         unseen = np.setdiff1d(np.arange(N), seen)  # entities no view observes start (and stay) at the prior

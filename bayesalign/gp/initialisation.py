@@ -18,8 +18,8 @@ import torch
 from .._utils import as_rng
 from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
 
-__all__ = ["as_paired_views", "as_views", "cca_latent", "centre_view", "check_observed", "complete_views",
-           "entity_means_from_embedding", "init_latent"]
+__all__ = ["anchored_latent", "as_paired_views", "as_views", "cca_latent", "centre_view", "check_observed",
+           "complete_views", "entity_means_from_embedding", "init_latent"]
 
 _INITS = ("pca", "pca_split", "cca", "random")
 
@@ -65,7 +65,8 @@ def check_observed(observed, names: list[str], arrays: list[np.ndarray],
     """The entity index [N_v] of every row of each view (None: row n is entity n) and the number of entities.
 
     ``observed``: a dict view name -> 1-D integer array (or None), or a sequence with one entry per
-    view. An entity index may repeat within a view (two rows observing the same entity).
+    view. An entity index may repeat within a view (two rows observing the same entity). A view
+    without indices (None, or left out of the dict) has row n as entity n.
     """
     sizes = [a.shape[0] for a in arrays]
     if observed is None:
@@ -104,14 +105,61 @@ def check_observed(observed, names: list[str], arrays: list[np.ndarray],
     if not isinstance(n_entities, (int, np.integer)) or isinstance(n_entities, bool) or n_entities < largest:
         raise ValueError(f"n_entities must be an int >= {largest} (the largest entity index + 1, and the rows of "
                          f"every view without observed), got {n_entities!r}")
-    for name, size, rows in zip(names, sizes, checked):
-        if rows is None and size != n_entities:
-            raise ValueError(f"view {name!r} has no observed indices, so its {size} rows must be the "
-                             f"{n_entities} entities")
+    # a view without indices: its row n is entity n (the first N_v entities)
+    checked = [np.arange(size) if rows is None and size != n_entities else rows for size, rows in zip(sizes, checked)]
     # every view observes every entity in order: the paired model, stored as such
     if all(r is None or (r.size == n_entities and np.array_equal(r, np.arange(n_entities))) for r in checked):
         checked = [None] * len(names)
     return checked, int(n_entities)
+
+
+def _entity_blocks(centred: list[np.ndarray], observed: list[np.ndarray | None], n_entities: int):
+    """Each view's rows per entity [n_entities, D_v] (the mean of an entity's rows; 0 where unseen) and
+    the mask [n_entities] of the entities it observes."""
+    blocks, masks = [], []
+    for Y, rows in zip(centred, observed):
+        if rows is None:
+            blocks.append(Y)
+            masks.append(np.ones(n_entities, dtype=bool))
+            continue
+        counts = np.bincount(rows, minlength=n_entities)  # [n_entities]
+        block = np.zeros((n_entities, Y.shape[1]))
+        np.add.at(block, rows, Y)
+        seen = counts > 0
+        block[seen] /= counts[seen, None]
+        blocks.append(block)
+        masks.append(seen)
+    return blocks, masks
+
+
+def anchored_latent(init: str, names: list[str], centred: list[np.ndarray], observed: list[np.ndarray | None],
+                    n_entities: int, latent_dim: int, seed) -> np.ndarray | None:
+    """Initial q(X) means [n_entities, Q] under partial observation, learned on the entities every view
+    observes (the anchors): ``init`` ("pca", "pca_split", "cca") of the views' rows of those entities gives
+    their latent X_C; each view's latent is then a least-squares map from its leading principal
+    component scores (at most 4 Q, fitted on all its rows) to X_C, applied to every row it has; an
+    entity gets the mean over the views that observe it. The same linear relation between each view
+    and the common latent thus holds for anchors and unaligned rows, so the views start in one space
+    (completing the missing blocks of the other views by a low-rank SVD, :func:`complete_views`,
+    lets each view take latent directions of its own, a local optimum of the bound where nothing is
+    shared). None when fewer than Q + 2 entities are observed by every view."""
+    blocks, masks = _entity_blocks(centred, observed, n_entities)
+    common = np.logical_and.reduce(masks)  # [n_entities]
+    if common.sum() < latent_dim + 2:
+        return None
+    X_common = init_latent(init, names, [b[common] for b in blocks], latent_dim, seed)  # [C, Q]
+    total = np.zeros((n_entities, latent_dim))
+    counts = np.zeros(n_entities)
+    for Y, block, mask in zip(centred, blocks, masks):
+        k = int(min(Y.shape[1], 4 * latent_dim, common.sum() - 1))
+        _, _, Vt = np.linalg.svd(Y, full_matrices=False)  # the view's principal directions, all its rows
+        scores = block @ Vt[:k].T  # [n_entities, k]
+        coef = np.linalg.lstsq(np.c_[scores[common], np.ones(common.sum())], X_common, rcond=None)[0]
+        total[mask] += np.c_[scores[mask], np.ones(mask.sum())] @ coef
+        counts[mask] += 1.0
+    X = total / np.maximum(counts, 1.0)[:, None]
+    scale = X[counts > 0].std(0).max()
+    return X / scale if scale > 0 else X
 
 
 def complete_views(centred: list[np.ndarray], observed: list[np.ndarray | None], n_entities: int, rank: int,
@@ -121,20 +169,9 @@ def complete_views(centred: list[np.ndarray], observed: list[np.ndarray | None],
     refill the missing blocks, repeat; Mazumder, Hastie & Tibshirani, 2010). An entity seen twice
     in a view gets the mean of its rows. Gives the "pca" / "pca_split" / "cca" initialisations
     their complete rows under partial observation."""
-    scaled, masks = [], []
-    for Y, rows in zip(centred, observed):
-        Y = Y / math.sqrt(max(float(np.square(Y).sum()) / Y.shape[0], 1e-300))  # equal weight per view
-        if rows is None:
-            scaled.append(Y)
-            masks.append(np.ones(n_entities, dtype=bool))
-            continue
-        counts = np.bincount(rows, minlength=n_entities)  # [n_entities]
-        block = np.zeros((n_entities, Y.shape[1]))
-        np.add.at(block, rows, Y)
-        seen = counts > 0
-        block[seen] /= counts[seen, None]
-        scaled.append(block)
-        masks.append(seen)
+    blocks, masks = _entity_blocks(centred, observed, n_entities)
+    # equal weight per view
+    scaled = [b / math.sqrt(max(float(np.square(Y).sum()) / Y.shape[0], 1e-300)) for b, Y in zip(blocks, centred)]
     full = np.hstack(scaled)  # [n_entities, sum D]
     missing = np.hstack([np.repeat(~m[:, None], Y.shape[1], axis=1) for m, Y in zip(masks, scaled)])
     rank = max(1, min(rank, min(full.shape) - 1))

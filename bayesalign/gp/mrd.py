@@ -201,10 +201,12 @@ class MRD(LatentGPBase):
         observed : dict view -> int array [N_v], or list (one per view), optional
             The entity of each row of a view (indices into 0 .. n_entities - 1; an entry None, or a
             view left out of the dict, means row n is entity n). Views may then have different
-            numbers of rows. The initialisation is per entity: "pca", "pca_split" and "cca" see the
-            views' rows of the entities they do not observe filled in by a rank-Q SVD of the
-            concatenated views (:func:`~bayesalign.gp.initialisation.complete_views`); an init array has one
-            row per entity; a LatentEmbedding one row per row of each view (an entity gets the mean).
+            numbers of rows. The initialisation is per entity: "pca", "pca_split" and "cca" are
+            computed on the entities every view observes and carried to every other row by a
+            least-squares map from its view (:func:`~bayesalign.gp.initialisation.anchored_latent`;
+            with fewer than Q + 2 such entities, on the views completed by a rank-Q SVD,
+            :func:`~bayesalign.gp.initialisation.complete_views`); an init array has one row per
+            entity; a LatentEmbedding one row per row of each view (an entity gets the mean).
         n_entities : int, optional
             Number of entities (default: the largest index in ``observed`` + 1); entities no view
             observes keep the prior N(0, I).
