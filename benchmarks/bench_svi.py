@@ -240,7 +240,8 @@ def scale(args):
         out = subprocess.run(cmd, capture_output=True, text=True)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
         if not line:
-            print(f"  {which:10s} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else '?'}")
+            errors = [ln for ln in out.stderr.splitlines() if "Error" in ln] or out.stderr.strip().splitlines() or ["?"]
+            print(f"  {which:10s} failed: {errors[-1].strip()[:200]}")
             continue
         _, name, seconds, peak, elbo = line[0].split()
         print(f"  {name:10s} {float(seconds):9.2f} {float(peak):9.0f} {float(elbo):12.6g}", flush=True)
