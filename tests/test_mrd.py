@@ -387,22 +387,20 @@ def test_cuda_fit_infer_and_bound_match_cpu():
 def test_plots_draw_the_model_numbers(fitted):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     from bayesalign.plot import plot_bound_trace, plot_latent, plot_relevance
 
     views, model = fitted
-    axes = plot_relevance(model)
+    axes = plot_relevance(model).axes
     for ax, name in zip(axes, ("a", "b")):
         heights = [patch.get_height() for patch in ax.patches]
         np.testing.assert_allclose(heights, model.relevance_[name] / model.relevance_[name].max())
     dims = (model.shared_dims()[0], model.private_dims("a")[0])
-    ax = plot_latent(model, dims=dims, labels=np.arange(60) % 3)
+    ax = plot_latent(model, dims=dims, labels=np.arange(60) % 3).axes[0]
     np.testing.assert_allclose(ax.collections[0].get_offsets(), model.latent_.means["a"][:, dims])
-    ax = plot_bound_trace(model)
+    ax = plot_bound_trace(model).axes[0]
     np.testing.assert_allclose(ax.lines[0].get_ydata(), model.history_)
     assert ax.lines[1].get_xdata()[0] == model.n_warmup_
-    plt.close("all")
 
 
 def test_restarts_keep_the_best_bound_and_the_first_restart_is_the_plain_fit():
