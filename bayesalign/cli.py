@@ -84,6 +84,9 @@ def _add_align(sub) -> None:
     p.add_argument("--out", metavar="MATCHES.csv", help="where to write the matches (CSV)")
     p.add_argument("--embedding", metavar="OUT.npz", help="also write the latent coordinates (.npz: "
                    "means_<view>, variances_<view>, row_names_<view>, shared_dims)")
+    p.add_argument("--plots", metavar="DIR", help="also write the figures of the fit to DIR (PNG): latent scatter "
+                   "coloured by match confidence, and for the Bayesian methods ARD relevance, bound trace and "
+                   "MAD's cost heatmap")
     p.add_argument("--names", nargs="+", metavar="NAME", help="view names (default: the file names)")
     p.add_argument("--row-names", action="store_true", help="the first column of every text view holds "
                    "row names (default: detected)")
@@ -241,6 +244,8 @@ def cmd_align(args) -> int:
     if args.anchors:
         inputs[f"anchors file {args.anchors}"] = args.anchors
     _check_outputs({"--out": args.out, "--embedding": args.embedding}, inputs)
+    if args.plots:
+        _check_writable_folder("--plots", args.plots, Path(args.plots))
     _check_device(args.device)
     files = [read_view(path, name, True if args.row_names else None) for path, name in zip(args.views, names)]
     anchors = read_anchors(args.anchors, files) if args.anchors else []
@@ -267,6 +272,11 @@ def cmd_align(args) -> int:
              f"left unmatched, {len(problem.anchors_between(a, b))} anchors kept{conf}")
     _say(f"wrote {args.out}" + (f" and {args.embedding}" if args.embedding else "")
          + f" ({result.seconds:.1f} s)")
+    if args.plots:
+        from .plot import write_figures
+
+        figures = write_figures(result, args.plots, problem=problem)
+        _say(f"wrote {len(figures)} figures to {args.plots}: " + ", ".join(p.name for p in figures))
     return 0
 
 

@@ -157,3 +157,20 @@ def test_problem_without_truth_gets_no_reliability(tmp_path):
     problem = AlignmentProblem({"a": np.zeros((5, 2)), "b": np.ones((5, 2))})
     paths = plot.write_figures(Result(), tmp_path, problem=problem)
     assert [p.name for p in paths] == ["latent_a_b.png"]
+
+
+def test_align_command_writes_the_figures(tmp_path, capsys):
+    from bayesalign import cli
+    from bayesalign.io import write_view
+
+    problem = mad_toy("linear_shared", seed=0, n=40)
+    write_view(tmp_path / "y1.csv", problem.views["Y1"])
+    write_view(tmp_path / "y2.csv", problem.views["Y2"])
+    (tmp_path / "pairs.csv").write_text("".join(f"{i},{i}\n" for i in range(0, 40, 4)))
+    code = cli.main([str(a) for a in ["align", tmp_path / "y1.csv", tmp_path / "y2.csv", "--anchors",
+                                      tmp_path / "pairs.csv", "--method", "joint-laplacian", "--out",
+                                      tmp_path / "m.csv", "--plots", tmp_path / "figures"]])
+    assert code == 0, capsys.readouterr().err
+    written = sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert written == ["latent_y1_y2.png"]  # a spectral method: its latent space only; no truth, no reliability
+    _png(tmp_path / "figures" / "latent_y1_y2.png")
