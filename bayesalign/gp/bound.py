@@ -33,7 +33,7 @@ from linear_operator.utils.errors import NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
 from torch.autograd.function import once_differentiable
 
-from .functions.rbf_psi import gram_backward, gram_forward, psi_backward, psi_forward
+from .functions.rbf_psi import gram_backward, gram_forward, psi_backward, psi_forward, with_bias_and_white
 from .kernels import fast_gram
 
 __all__ = [
@@ -273,16 +273,9 @@ def views_bound_forward(variance, lengthscale, bias, white, noise, mu, S, Z, Y, 
     diag = jitter * signal if white is None else white + jitter * (signal + white)  # [V]
     Kuu = gram + diag[:, None, None] * torch.eye(M, dtype=gram.dtype, device=gram.device)  # gram is saved
     psi0, psi1, psi2, psi_saved = psi_forward(variance, lengthscale, mu, S, Zv, chunk_size)
-    colsum = None
+    psi0, psi1, psi2, colsum = with_bias_and_white(psi0, psi1, psi2, bias, white, N)
     if bias is not None:
-        b3 = bias[:, None, None]
-        Kuu = Kuu + b3
-        colsum = psi1.sum(1)  # [V, M]: sum_n psi1 of the RBF part (its bias cross terms in psi2)
-        psi0 = psi0 + N * bias
-        psi1 = psi1 + b3
-        psi2 = psi2 + b3 * (colsum.unsqueeze(2) + colsum.unsqueeze(1)) + N * b3.square()
-    if white is not None:
-        psi0 = psi0 + N * white
+        Kuu = Kuu + bias[:, None, None]
     F, bound_saved = bound_forward(Y, D, trYY, noise, Kuu, psi0, psi1, psi2)
     tensors = (*gram_saved, *psi_saved, *bound_saved, *(() if bias is None else (bias, colsum)))
     layout = (len(gram_saved), len(psi_saved), len(bound_saved), chunk_size, Z.shape[0] == 1, white is not None)

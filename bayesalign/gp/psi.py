@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .functions.rbf_psi import rbf_psi_statistics
+from .functions.rbf_psi import rbf_psi_statistics, with_bias_and_white
 from .functions.rbf_psi2 import rbf_psi2
 from .kernels import _kernel_terms, _rbf_parts, _Term
 
@@ -193,15 +193,11 @@ def _fused_rbf_statistics(terms, mu, S, Z) -> PsiStatistics | None:
     if parts is None:
         return None
     psi0, psi1, psi2 = rbf_psi_statistics(parts.variance, parts.lengthscale, mu, S, Z)
-    if parts.white is not None:
-        psi0 = psi0 + N * parts.white
-    if parts.bias is not None:
-        bias = parts.bias
-        column_sums = psi1.sum(0)  # [M]
-        psi0 = psi0 + N * bias
-        psi2 = psi2 + bias * (column_sums.unsqueeze(0) + column_sums.unsqueeze(1)) + N * bias.square()
-        psi1 = psi1 + bias
-    return PsiStatistics(psi0, psi1, psi2)
+    if parts.bias is None and parts.white is None:
+        return PsiStatistics(psi0, psi1, psi2)
+    one = [None if t is None else t.reshape(1) for t in (parts.bias, parts.white)]  # a batch of one kernel
+    psi0, psi1, psi2, _ = with_bias_and_white(psi0.reshape(1), psi1[None], psi2[None], *one, N)
+    return PsiStatistics(psi0[0], psi1[0], psi2[0])
 
 
 # ---------------------------------------------------------------------------------------------------

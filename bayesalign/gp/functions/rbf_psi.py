@@ -50,7 +50,7 @@ from .rbf_psi2 import (
 )
 
 __all__ = ["RBFGram", "RBFPsiStatistics", "gram_backward", "gram_forward", "psi_backward", "psi_forward",
-           "rbf_psi_statistics"]
+           "rbf_psi_statistics", "with_bias_and_white"]
 
 
 def psi_forward(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z: Tensor, chunk_size: int):
@@ -81,6 +81,29 @@ def psi_forward(variance: Tensor, lengthscale: Tensor, mu: Tensor, S: Tensor, Z:
     empty = mu.new_empty(0)
     saved = (variance, lengthscale, p, mu, S, Z, Z2, s1, d, dmu, psi1, s2, b, K, F, empty if block is None else block)
     return psi0, psi1, psi2, saved
+
+
+def with_bias_and_white(psi0: Tensor, psi1: Tensor, psi2: Tensor, bias: Tensor | None, white: Tensor | None,
+                        n_points: int):
+    r"""The statistics of ``rbf + bias + white`` from those of the RBF part, for V kernels at once.
+
+    A bias (constant) :math:`b` adds :math:`N b` to psi0, b to psi1 and
+    :math:`b (s_m + s_k) + N b^2` to psi2 with :math:`s = \sum_n \psi_{1,n}` of the RBF part (the
+    RBF x bias cross terms); a white term :math:`w` adds :math:`N w` to psi0 only (it is zero off the
+    diagonal). Shapes: psi0 [V], psi1 [V, N, M], psi2 [V, M, M], bias and white [V] or None. Returns
+    ``(psi0, psi1, psi2, s)`` with ``s`` [V, M] (None without a bias), which a hand-written backward
+    needs. Plain torch (differentiable).
+    """
+    colsum = None
+    if bias is not None:
+        b3 = bias[:, None, None]
+        colsum = psi1.sum(1)  # [V, M]
+        psi0 = psi0 + n_points * bias
+        psi1 = psi1 + b3
+        psi2 = psi2 + b3 * (colsum.unsqueeze(2) + colsum.unsqueeze(1)) + n_points * b3.square()
+    if white is not None:
+        psi0 = psi0 + n_points * white
+    return psi0, psi1, psi2, colsum
 
 
 def psi_backward(saved, grad_psi0: Tensor, grad_psi1: Tensor, grad_psi2: Tensor, chunk_size: int):
