@@ -1,11 +1,17 @@
 """The Bayesian core: variational Bayesian GP-LVM and MRD with ARD kernels (collapsed bound, psi-statistics).
 
 - :class:`BayesianGPLVM` (Titsias & Lawrence, 2010): one view.
-- :class:`MRD` (Damianou, Ek, Titsias & Lawrence, 2012): any number of paired views sharing one
-  latent space, one ARD kernel per view; ``relevance_``, ``shared_dims`` / ``private_dims``,
-  ``predict``, ``infer`` (q(x*) for new rows of one view), ``save`` / ``load``.
-- :mod:`.bound`: the collapsed bound and the optimal q(u); :mod:`.psi`: psi-statistics;
-  :mod:`.kernels`: kernel factory and ARD relevance; :func:`cca_latent`: the "cca" initialisation.
+- :class:`MRD` (Damianou, Ek, Titsias & Lawrence, 2012): any number of views sharing one latent
+  space, one ARD kernel per view, paired or partially observed (``fit(views, observed=...)``: one
+  latent point per entity, each view's bound over the entities it observes); ``relevance_``,
+  ``shared_dims`` / ``private_dims``, ``predict``, ``infer`` (q(x*) for new rows of one view),
+  ``save`` / ``load``.
+- The collapsed engine: :mod:`.module` (the torch module whose forward is the bound), :mod:`.bound`
+  (the collapsed bound and the optimal q(u)), :mod:`.psi` and :mod:`.functions` (psi-statistics: the
+  closed forms and the fused RBF path), :mod:`.kernels` (kernel factory, ARD relevance),
+  :mod:`.initialisation` (views in, q(X) starts; :func:`cca_latent`), :mod:`._model` (the estimator
+  base), :mod:`._optim` (L-BFGS / Adam), :mod:`.inference` (q(x*) of new rows), :mod:`.io` (files).
+- The stochastic engine (Pyro / SVI, minibatches, other likelihoods): :mod:`.svi`.
 """
 
 import warnings
