@@ -124,6 +124,11 @@ def test_partial_bound_is_the_sum_of_single_view_bounds_on_their_rows_minus_the_
     assert model.elbo() == pytest.approx(singles - kl_all, rel=1e-12)
     np.testing.assert_array_equal(model.observed_["c"], rows["c"])
     assert model.entity_means_.shape == (N, 3)
+    # views and observed as lists: the same model
+    listed = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(
+        list(views.values()), observed=list(rows.values()), n_entities=N)
+    set_state(listed, mu, S, Z, KERNELS)
+    assert listed.elbo() == pytest.approx(model.elbo(), rel=1e-12)  # the same computation on the same inputs
     for name in views:
         np.testing.assert_allclose(model.latent_.means[name], mu[rows[name]])
         np.testing.assert_allclose(model.latent_.variances[name], S[rows[name]])
