@@ -98,7 +98,8 @@ class LatentGPBase(BaseEstimator):
                         f"Kernel (copied for every view) or a list of one kernel per view; got {kernel!r}")
 
     # -- fitting --------------------------------------------------------------------------------
-    def _fit_views(self, names: list[str], arrays: list[np.ndarray], observed=None, n_entities=None):
+    def _fit_views(self, names: list[str], arrays: list[np.ndarray], observed=None, n_entities=None,
+                   latent_prior=None):
         dtype, device = self._check_params()
         observed, N = check_observed(observed, names, arrays, n_entities)  # N entities
         Q = int(self.latent_dim)
@@ -156,7 +157,8 @@ class LatentGPBase(BaseEstimator):
                 inducing_inputs=tensor(np.repeat(Z0[None], n_z, axis=0)),
                 kernels=self._make_kernels(len(names), variances, dtype, device),
                 noise=tensor(noise), noise_floor=tensor(floor), jitter=self._jitter(dtype),
-                observed=[None if rows is None else torch.as_tensor(rows, device=device) for rows in observed])
+                observed=[None if rows is None else torch.as_tensor(rows, device=device) for rows in observed],
+                latent_prior=latent_prior)
             self.history_ = np.zeros(0)
             self.history_seconds_ = np.zeros(0)
             self.n_warmup_ = 0

@@ -13,11 +13,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from .._utils import atomic_write
 from .kernels import make_kernel
 from .module import LatentGPModule, resolve_dtype
+from .priors import GraphLaplacianPrior, StandardNormalPrior
 
 __all__ = ["ModelFileError", "load_model", "register_model_class", "save_model"]
 
@@ -63,11 +65,16 @@ def save_model(model, path) -> None:
         "n_features": {k: int(v) for k, v in model.n_features_in_.items()},
         "jitter": module.jitter, "n_iter": int(model.n_iter_), "n_warmup": int(model.n_warmup_),
         "converged": bool(model.converged_),
+        "latent_prior": {"name": module.latent_prior.name,
+                         "strength": float(getattr(module.latent_prior, "strength", 0.0))},
     }
     arrays = {"meta": np.array(json.dumps(meta)), "history": np.asarray(model.history_, dtype=np.float64),
               "history_seconds": np.asarray(model.history_seconds_, dtype=np.float64)}
     for key, value in module.state_dict().items():
         arrays[f"state/{key}"] = value.detach().cpu().numpy()
+    if isinstance(module.latent_prior, GraphLaplacianPrior):  # its graph, as plain arrays
+        graph = module.latent_prior.laplacian.tocoo()
+        arrays.update({"latent_prior/row": graph.row, "latent_prior/col": graph.col, "latent_prior/data": graph.data})
     for i, name in enumerate(model.view_names_):
         arrays[f"output_means/{i}"] = model.output_means_[name]
         arrays[f"kept_columns/{i}"] = model.kept_columns_[name]
@@ -121,6 +128,17 @@ def load_model(path, device=None):
     return model
 
 
+def _read_latent_prior(spec, arrays, n_entities):
+    """The latent prior a model file names (files without one: N(0, I))."""
+    if spec is None or spec.get("name") == StandardNormalPrior.name:
+        return None
+    if spec.get("name") != GraphLaplacianPrior.name:
+        raise ValueError(f"unknown latent prior {spec.get('name')!r}")
+    row, col = arrays["latent_prior/row"].astype(np.int64), arrays["latent_prior/col"].astype(np.int64)
+    laplacian = sp.coo_matrix((arrays["latent_prior/data"], (row, col)), shape=(n_entities, n_entities))
+    return GraphLaplacianPrior(laplacian, float(spec["strength"]))
+
+
 def _read_model(path, device):
     with np.load(Path(path), allow_pickle=False) as data:
         arrays = {key: data[key] for key in data.files}
@@ -148,7 +166,8 @@ def _read_model(path, device):
         kernels=[make_kernel(params["kernel"], Q, dtype=dtype).to(device) for _ in range(V)],
         noise=2.0 * state["raw_noise_constraint.lower_bound"].expand(V).clone(),
         noise_floor=state["raw_noise_constraint.lower_bound"], jitter=float(meta["jitter"]),
-        observed=[state.get(f"observed_{v}") for v in range(V)])
+        observed=[state.get(f"observed_{v}") for v in range(V)],
+        latent_prior=_read_latent_prior(meta.get("latent_prior"), arrays, int(state["q_mean"].shape[0])))
     module.load_state_dict(state, strict=True)
     model.module_ = module
     model.view_names_ = tuple(names)

@@ -4,7 +4,7 @@ one noise variance per view; ``forward()`` evaluates the bound.
 The model (Titsias & Lawrence, 2010; Damianou et al., 2012): one latent point x_n ~ N(0, I_Q) per
 entity, shared by every view that observes it; view v is y^(v) = f^(v)(x) + noise with
 f^(v) ~ GP(0, k^(v)) with its own ARD kernel and noise variance. q(X) = prod_n N(mu_n, diag(S_n));
-the bound is ``sum_v F_v(Y_v; q(X)[obs_v], Z_v, k_v, noise_v) - KL(q(X) || N(0, I))``
+the bound is ``sum_v F_v(Y_v; q(X)[obs_v], Z_v, k_v, noise_v) - KL(q(X) || p(X))``
 (:mod:`bayesalign.gp.bound`), plus the log density of any prior registered on a parameter.
 """
 
@@ -20,13 +20,13 @@ from .bound import (
     collapsed_bound,
     inducing_posterior,
     kernel_matrix,
-    kl_standard_normal,
     stable_cholesky,
     views_bound_backward,
     views_bound_forward,
 )
 from .functions.rbf_psi2 import default_chunk_size
 from .kernels import _kernel_terms, _latent_symmetries, _rbf_parts, _rbf_raw, lower_bounded
+from .priors import StandardNormalPrior, check_latent_prior
 from .psi import psi_statistics
 
 __all__ = ["LatentGPModule", "resolve_dtype"]
@@ -50,7 +50,7 @@ class LatentGPModule(gpytorch.Module):
     One latent point per *entity*; view v observes the entities ``observed[v]`` (its rows, in order):
 
     .. math::
-        \mathcal{F} = \sum_v F_v\big(Y_v;\ q(X)[\mathrm{obs}_v]\big) - \mathrm{KL}\big(q(X) \,\|\, N(0, I)\big),
+        \mathcal{F} = \sum_v F_v\big(Y_v;\ q(X)[\mathrm{obs}_v]\big) - \mathrm{KL}\big(q(X) \,\|\, p(X)\big),
 
     each view's collapsed bound (psi-statistics) over the entities it observes, the KL over all
     entities (an entity no view observes contributes its KL only). With every view observing every
@@ -72,12 +72,17 @@ class LatentGPModule(gpytorch.Module):
     observed : sequence of (LongTensor [N_v] or None), optional
         The entity of each row of view v (None: row n is entity n, N_v = N). Stored as buffers
         ``observed_v``.
+    latent_prior : prior of :mod:`bayesalign.gp.priors`, optional
+        p(X); default N(0, I). E.g. :class:`~bayesalign.gp.priors.GraphLaplacianPrior`, a Gaussian
+        Markov random field that keeps neighbouring entities together.
     """
 
     def __init__(self, outputs, q_mean, q_variance, inducing_inputs, kernels, noise, noise_floor,
-                 jitter: float, observed=None):
+                 jitter: float, observed=None, latent_prior=None):
         super().__init__()
         self.n_views = len(outputs)
+        # p(X): N(0, I) by default, or a prior of bayesalign.gp.priors (its KL in closed form)
+        self.latent_prior = check_latent_prior(latent_prior, q_mean.shape[0])
         observed = [None] * self.n_views if observed is None else list(observed)
         for v, (Y, rows) in enumerate(zip(outputs, observed)):
             self.register_buffer(f"outputs_{v}", Y)  # [N_v, D_v]
@@ -181,7 +186,8 @@ class LatentGPModule(gpytorch.Module):
         return collapsed_bound(self.outputs(v), self.noise[v], self.kuu(v), stats.psi0, stats.psi1, stats.psi2)
 
     def kl(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
-        return kl_standard_normal(self.q_mean, self.q_variance if q_variance is None else q_variance)
+        """KL(q(X) || p(X)) under the module's latent prior (N(0, I) unless one was given)."""
+        return self.latent_prior.kl(self.q_mean, self.q_variance if q_variance is None else q_variance)
 
     def view_bounds(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
         """F_v of every view [V] (without the KL term).
@@ -310,10 +316,11 @@ class LatentGPModule(gpytorch.Module):
             bias, white = summed(biases), summed(whites)
             value, g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = self._grouped_bound_and_gradient(
                 variance, lengthscale, bias, white, noise, mu, S, Z)
-            value = value - kl_standard_normal(mu, S)
-            # gradients of -bound = -sum_v F_v + KL; KL = sum (mu^2 + S - log S - 1) / 2
-            self._set_grad(self.q_mean, mu - g_mu)
-            self._set_grad(self.raw_q_variance, (0.5 - 0.5 / S - g_S) * dS)
+            kl, d_kl_mu, d_kl_S = self.latent_prior.kl_and_gradient(mu, S)
+            value = value - kl
+            # gradients of -bound = -sum_v F_v + KL (for N(0, I): dKL/dmu = mu, dKL/dS = (1 - 1/S) / 2)
+            self._set_grad(self.q_mean, d_kl_mu - g_mu)
+            self._set_grad(self.raw_q_variance, (d_kl_S - g_S) * dS)
             self._set_grad(self.inducing_inputs, -g_Z)
             self._set_grad(self.raw_noise, -g_noise * d_noise)
             for v, raw in enumerate(views):
@@ -400,8 +407,8 @@ class LatentGPModule(gpytorch.Module):
         L-BFGS (see :class:`~bayesalign.gp.MRD`). Kernels outside these kinds, or a registered prior
         (:meth:`log_prior`, which the rescaling would change): nothing is changed (0).
         """
-        if self.has_priors():
-            return 0.0
+        if self.has_priors() or not isinstance(self.latent_prior, StandardNormalPrior):
+            return 0.0  # the closed form below is that of N(0, I); other priors change under the rescaling
         Q = self.q_mean.shape[1]
         symmetries = [_latent_symmetries(terms, Q) for terms in self._view_terms()]
         if any(s is None for s in symmetries):
@@ -438,7 +445,7 @@ class LatentGPModule(gpytorch.Module):
             param.grad = grad.reshape(param.shape).to(param.dtype)
 
     def forward(self) -> torch.Tensor:
-        """The objective ``sum_v F_v - KL(q(X) || N(0, I)) + log p(theta)``: the bound (the KL counted once)
+        """The objective ``sum_v F_v - KL(q(X) || p(X)) + log p(theta)``: the bound (the KL counted once)
         plus the log density of every prior registered on a parameter (:meth:`log_prior`; 0 without one)."""
         S = self.q_variance  # [N, Q]
         bound = self.view_bounds(S).sum() - self.kl(S)

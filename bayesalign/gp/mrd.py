@@ -190,7 +190,7 @@ class MRD(LatentGPBase):
         self.lbfgs_memory = lbfgs_memory
         self.precondition_after = precondition_after
 
-    def fit(self, views, y=None, observed=None, n_entities: int | None = None) -> MRD:
+    def fit(self, views, y=None, observed=None, n_entities: int | None = None, latent_prior=None) -> MRD:
         """Fit to views: Views, an AlignmentProblem (its views), or a dict / list of arrays.
 
         Parameters
@@ -210,12 +210,17 @@ class MRD(LatentGPBase):
         n_entities : int, optional
             Number of entities (default: the largest index in ``observed`` + 1); entities no view
             observes keep the prior N(0, I).
+        latent_prior : prior of :mod:`bayesalign.gp.priors`, optional
+            p(X) over the entities (default N(0, I)); e.g. a
+            :class:`~bayesalign.gp.priors.GraphLaplacianPrior` over a neighbourhood graph of the
+            entities, whose KL replaces N(0, I)'s in the bound. It is data (its size is the number of
+            entities), so it is given here rather than to the constructor.
         """
         if observed is None and n_entities is None:
             names, arrays = as_paired_views(views)
         else:
             names, arrays = as_views(views)
-        return self._fit_views(names, arrays, observed=observed, n_entities=n_entities)
+        return self._fit_views(names, arrays, observed=observed, n_entities=n_entities, latent_prior=latent_prior)
 
     def shared_dims(self, threshold: float = 0.05) -> np.ndarray:
         """Latent dimensions relevant to every view.

@@ -113,7 +113,7 @@ class GraphLaplacianPrior:
             P = self._precision.tocoo()
             indices = torch.as_tensor(np.vstack([P.row, P.col]), dtype=torch.long, device=like.device)
             values = torch.as_tensor(P.data, dtype=like.dtype, device=like.device)
-            matrix = torch.sparse_coo_tensor(indices, values, P.shape).coalesce()
+            matrix = torch.sparse_coo_tensor(indices, values, P.shape, check_invariants=True).coalesce()
             diagonal = torch.as_tensor(self._precision.diagonal(), dtype=like.dtype, device=like.device)
             self._torch[key] = (matrix, diagonal)
         return self._torch[key]
