@@ -104,9 +104,11 @@ def load_dataset(name: str, quick: bool = False) -> AlignmentProblem:
 
 
 # Metrics ---------------------------------------------------------------------------------------
-def evaluate(result, problem: AlignmentProblem) -> dict[str, float]:
+def evaluate_method_result(result, problem: AlignmentProblem) -> dict[str, float]:
     """The suite's metrics for one :class:`~bayesalign.registry.MethodResult`, averaged over pairs of views.
 
+    Unlike :func:`bayesalign.metrics.evaluate` (one Alignment's matching and calibration metrics), this
+    scores a whole method run: every pair of views, and the retrieval metrics of its latent space.
     Everything is measured on the held-out rows (the candidates of each Alignment); top-k and FOSCTTM
     in the method's latent space (NaN when it has none), calibration only where there are probabilities.
     """
@@ -128,6 +130,14 @@ def evaluate(result, problem: AlignmentProblem) -> dict[str, float]:
             per_pair["ece"].append(metrics.expected_calibration_error(al, problem, views=pair))
             per_pair["precision_at_50"].append(metrics.precision_at_coverage(al, problem, 0.5, views=pair))
     return {m: float(np.mean(v)) if v else float("nan") for m, v in per_pair.items()}
+
+
+def evaluate(result, problem: AlignmentProblem) -> dict[str, float]:
+    """Deprecated name of :func:`evaluate_method_result` (``bayesalign.metrics.evaluate`` scores one Alignment)."""
+    import warnings
+
+    warnings.warn("bayesalign.compare.evaluate is renamed evaluate_method_result", DeprecationWarning, stacklevel=2)
+    return evaluate_method_result(result, problem)
 
 
 # Running ---------------------------------------------------------------------------------------
@@ -180,7 +190,7 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
                            - n_anchor}
                     try:
                         result = _run(method, problem, seed, latent_dim, device, quick, progress, fitted)
-                        row.update(evaluate(result, problem), seconds=result.seconds, error="")
+                        row.update(evaluate_method_result(result, problem), seconds=result.seconds, error="")
                         if collect is not None:
                             collect[(label, method, fraction, seed)] = (result, problem)
                     except Exception as exc:  # recorded, never fatal: the table shows what failed

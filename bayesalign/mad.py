@@ -1,204 +1,58 @@
 """MAD: Manifold Alignment Determination (Damianou, Lawrence & Ek, 2016), with uncertainty-aware matching.
 
-The pipeline (orchestration only; the model is :class:`bayesalign.gp.MRD`, the solvers are
-:mod:`bayesalign.matching`):
+The estimator only (the model is :class:`bayesalign.gp.MRD`, the costs and solvers are
+:mod:`bayesalign.matching`, the anchors' groups :meth:`bayesalign.data.AlignmentProblem.anchor_groups`):
 
 1. train MRD on the anchor rows only (the paper's eq. 2-3; for more than two views on the
-   anchor groups present in every view, :meth:`~bayesalign.data.AlignmentProblem.anchor_groups`);
+   anchor groups present in every view);
 2. infer q_v(x) = N(mu, diag S) of the unaligned rows of each view v with view v's model only
    (eq. 4, ``MRD.infer``);
 3. compare the two sets of posteriors in the latent dimensions that the ARD relevance weights
-   mark as shared by both views (section 3.1) with a cost -- the paper's D** (squared distance
-   between the means, :func:`mean_distance_cost`) or the match likelihood of the whole
-   posteriors (:func:`likelihood_cost`, beyond the paper) -- and match with the Hungarian method
+   mark as shared by both views (section 3.1, :func:`shared_dimensions`) with a cost -- the
+   paper's D** (squared distance between the means) or the match likelihood of the whole
+   posteriors (beyond the paper) -- and match (:func:`bayesalign.matching.match`): Hungarian
    (nonmyopic), the myopic online rule (:meth:`MAD.match_one` streams it), or the
    expected-accuracy matching under Sinkhorn or perturb-and-MAP marginals.
 
 Beyond the paper (its section 5 "future work"): match probabilities on every alignment,
 self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), and a
-zero-anchor start from the unsupervised local-pattern correspondence of Wang, Krafft &
-Mahadevan (2011, section 5.3.4).
-
-What was measured (``experiments/mad_paper.py``; see its results for every seed):
-
-* The paper's Table 1 (Hungarian on D**, Kendall-tau distance in the sequence order, mean ± sd
-  over 5 seeds; paper in brackets): toy linear fully shared 0.0035 ± 0.0017 (0.001); linear
-  shared/private 0.0083 ± 0.0105 (0.003; one seed of five 0.027, the others 0.002-0.005);
-  nonlinear 0.034 ± 0.024 (2e-6; one seed keeps three shared dimensions, 0.055); motion capture
-  0.257 ± 0.142 (0.21); digits (scikit-learn's 8x8 zeros, not USPS 16x16) 0.456 ± 0.065 (0.28).
-
-* The likelihood cost is robust where D** is not: on the "linear_shared_private" toy
-  (N = 100, N_init = 12, seed 0) with a shared-dimension threshold of 0.01 a private dimension
-  counts as shared; D** then drops to accuracy 0.455 (Kendall-tau 0.078) while the likelihood
-  cost keeps 0.909 (0.004), because an inferred q(x) is broad (near the prior) in the
-  dimensions its view ignores. At the default threshold (0.05) both give 0.886 (0.0055; the
-  paper: 0.003). With perfectly homoscedastic posteriors the two costs agree; with
-  heteroscedastic ones the likelihood cost is the MAP matching (tests: 0.50 vs 0.34 accuracy).
-* Self-training (threshold 0.9, mutual nearest) added only right pairs in every measured run
-  (linear_shared, N_init = 8: +61 and +49 pairs over 3 rounds, all right; linear_shared_private,
-  N_init = 12: +65 and +47, all right). The accuracy of the whole alignment does not always
-  follow: 0.886 -> 0.977 in one run, 0.932 -> 0.886 in another (refitting on more anchors can
-  move the remaining rows the wrong way), unchanged in the two linear_shared runs.
-* Calibration (``experiments/results/mad_paper/comparison.md``, 2 seeds): ECE of MAD's
-  probabilities and precision of its most confident half are listed per problem and matcher.
-* Zero anchors: all or nothing. With a Gromov-Wasserstein bootstrap the toy "linear_shared"
-  reached accuracy 0.88 for seed 0 and 0.0 for seed 1 (a mirror-image solution), the
-  shared/private toy 0.0 for seeds 0 and 1 (1 success in 4 runs); details in :meth:`MAD.fit` (``bootstrap``).
+zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
+Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
+Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
+``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
+import ot
+from sklearn.base import BaseEstimator
 
-from . import matching
 from ._utils import as_rng
-from .data import Alignment, AlignmentProblem
+from .data import Alignment, AlignmentProblem, LatentEmbedding
+from .matching import (
+    COSTS,
+    MATCHERS,
+    likelihood_cost,
+    match,
+    mean_distance_cost,
+    mutual_nearest,
+    pair_costs,
+    posterior_temperature,
+)
+from .matching import sinkhorn_marginals as _sinkhorn_marginals
+from .metrics import evaluate
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
-           "likelihood_cost", "mean_distance_cost", "mutual_nearest", "pair_costs"]
+           "likelihood_cost", "mean_distance_cost", "mutual_nearest", "pair_costs", "shared_dimensions"]
 
-_LOG_2PI = math.log(2.0 * math.pi)
-
-
-# ----------------------------------------------------------------------------------------
-# Costs between posteriors (pure functions; no model needed)
-# ----------------------------------------------------------------------------------------
-def _as_2d(array, name: str) -> np.ndarray:
-    out = np.asarray(array, dtype=np.float64)
-    if out.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array (n, q), got shape {out.shape}")
-    if not np.all(np.isfinite(out)):
-        row, col = np.argwhere(~np.isfinite(out))[0]
-        raise ValueError(f"{name}: non-finite value at row {row}, dimension {col}")
-    return out
+#: MRD needs a few paired rows to estimate a latent space and its relevance weights.
+MIN_ANCHORS = 3
 
 
-def mean_distance_cost(mean_a, mean_b) -> np.ndarray:
-    """The paper's D**: squared Euclidean distance between posterior means (section 3.1).
-
-    ``D[i, j] = ||mu_i - mu_j||^2`` for the (already restricted to shared dimensions)
-    means ``mu_i`` of view a and ``mu_j`` of view b. The Hungarian assignment on it is
-    the same with or without the square root only for the *myopic* matcher; the
-    nonmyopic optimum of the squared distance is the MAP permutation of the
-    homoscedastic Gaussian model, which is why the square is used here.
-
-    Parameters
-    ----------
-    mean_a : array (n_a, q)
-    mean_b : array (n_b, q)
-
-    Returns
-    -------
-    array (n_a, n_b)  (dense: the assignment on it needs every entry)
-
-    Examples
-    --------
-    >>> mean_distance_cost([[0.0, 0.0]], [[3.0, 4.0], [0.0, 1.0]]).tolist()
-    [[25.0, 1.0]]
-    """
-    a = _as_2d(mean_a, "mean_a")  # [Na, Q]
-    b = _as_2d(mean_b, "mean_b")  # [Nb, Q]
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"mean_a has {a.shape[1]} dimensions but mean_b has {b.shape[1]}")
-    # ||a||^2 + ||b||^2 - 2 a.b, clipped at 0 against round-off   # [Na, Nb]
-    cost = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
-    return np.maximum(cost, 0.0)
-
-
-def likelihood_cost(mean_a, var_a, mean_b, var_b) -> np.ndarray:
-    """Match negative log-likelihood: ``-log N(mu_i - mu_j; 0, S_i + S_j)`` with diagonal S.
-
-    If q_a(x_i) = N(mu_i, S_i) and q_b(x_j) = N(mu_j, S_j) describe the *same*
-    latent point x (with a flat prior on x), then
-    ``p(mu_i, mu_j | same point) = N(mu_i - mu_j; 0, S_i + S_j)``; so
-
-        C[i, j] = 1/2 sum_q [ log(2 pi (s_iq + s_jq)) + (mu_iq - mu_jq)^2 / (s_iq + s_jq) ]
-
-    and the optimal assignment on C is the MAP permutation under these posteriors
-    (this is the "use the uncertainty" future work of Damianou et al., 2016, section 5).
-    Unlike the expected squared distance ``E||x_i - x_j||^2 = ||mu_i - mu_j||^2 +
-    tr S_i + tr S_j`` -- which only adds row and column constants and therefore changes
-    no assignment, so it is *not* offered as an uncertainty-aware cost -- both the
-    variance-weighted distance and the log-determinant term couple i and j.
-
-    Parameters
-    ----------
-    mean_a, var_a : arrays (n_a, q)
-        Posterior means and diagonal variances of view a's points.
-    mean_b, var_b : arrays (n_b, q)
-
-    Returns
-    -------
-    array (n_a, n_b)
-
-    Examples
-    --------
-    >>> c = likelihood_cost([[0.0]], [[0.5]], [[1.0], [0.0]], [[0.5], [0.5]])
-    >>> np.allclose(c, 0.5 * np.log(2 * np.pi) + 0.5 * np.array([[1.0, 0.0]]))
-    True
-    """
-    ma, va = _as_2d(mean_a, "mean_a"), _as_2d(var_a, "var_a")  # [Na, Q]
-    mb, vb = _as_2d(mean_b, "mean_b"), _as_2d(var_b, "var_b")  # [Nb, Q]
-    if ma.shape != va.shape or mb.shape != vb.shape or ma.shape[1] != mb.shape[1]:
-        raise ValueError(f"shapes do not agree: mean_a {ma.shape}, var_a {va.shape}, mean_b {mb.shape}, "
-                         f"var_b {vb.shape}")
-    if (va <= 0).any() or (vb <= 0).any():
-        raise ValueError("posterior variances must be positive")
-    cost = np.zeros((ma.shape[0], mb.shape[0]))  # [Na, Nb]
-    # one latent dimension at a time keeps the memory at one [Na, Nb] temporary
-    for q in range(ma.shape[1]):
-        total = va[:, q, None] + vb[None, :, q]  # [Na, Nb]
-        diff = ma[:, q, None] - mb[None, :, q]  # [Na, Nb]
-        cost += 0.5 * (_LOG_2PI + np.log(total) + diff * diff / total)
-    return cost
-
-
-def pair_costs(kind: str, mean_a, var_a, mean_b, var_b, index_a, index_b) -> np.ndarray:
-    """The cost of the listed pairs only (``kind`` "mean" or "likelihood"): the sparse path's costs.
-
-    ``out[t] = C[index_a[t], index_b[t]]`` for C = ``mean_distance_cost`` or
-    ``likelihood_cost``, without forming the (n_a, n_b) matrix.
-
-    >>> pair_costs("mean", [[0.0], [1.0]], None, [[3.0]], None, [0, 1], [0, 0]).tolist()
-    [9.0, 4.0]
-    """
-    ia, ib = np.asarray(index_a, np.int64), np.asarray(index_b, np.int64)
-    ma, mb = np.asarray(mean_a, np.float64)[ia], np.asarray(mean_b, np.float64)[ib]  # [K, Q]
-    diff2 = (ma - mb) ** 2  # [K, Q]
-    if kind == "mean":
-        return diff2.sum(1)
-    if kind == "likelihood":
-        total = np.asarray(var_a, np.float64)[ia] + np.asarray(var_b, np.float64)[ib]  # [K, Q]
-        return 0.5 * (_LOG_2PI + np.log(total) + diff2 / total).sum(1)
-    raise ValueError(f"cost must be 'mean' or 'likelihood', got {kind!r}")
-
-
-def mutual_nearest(cost) -> np.ndarray:
-    """Boolean (n_a, n_b) mask of mutual nearest neighbours: row i's argmin is j and column j's is i.
-
-    >>> mutual_nearest([[0.0, 1.0], [0.5, 2.0]]).astype(int).tolist()
-    [[1, 0], [0, 0]]
-    """
-    cost = np.asarray(cost, dtype=np.float64)
-    mask = np.zeros(cost.shape, dtype=bool)
-    if cost.size == 0:
-        return mask
-    best_b = cost.argmin(1)  # [Na]
-    best_a = cost.argmin(0)  # [Nb]
-    rows = np.arange(cost.shape[0])
-    keep = best_a[best_b] == rows
-    mask[rows[keep], best_b[keep]] = True
-    return mask
-
-
-# ----------------------------------------------------------------------------------------
-# Problem checks
-# ----------------------------------------------------------------------------------------
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
     """Deprecated: use :meth:`bayesalign.data.AlignmentProblem.anchor_groups` (the problem owns its anchors)."""
     warnings.warn("bayesalign.mad.anchor_groups is deprecated; use problem.anchor_groups()", DeprecationWarning,
@@ -217,57 +71,70 @@ def _truth_pairs(problem: AlignmentProblem, a: str, b: str) -> set[tuple[int, in
     return set(zip(truth.index_a.tolist(), truth.index_b.tolist()))
 
 
-def evaluate(alignment, problem: AlignmentProblem, coverage: float = 0.5) -> dict:
-    """Accuracy and calibration of an alignment against the problem's truth (on its candidate rows).
 
-    Returns a dict with ``n_pairs``, ``accuracy`` (:func:`bayesalign.metrics.matching_accuracy`),
-    ``kendall_tau`` (normalised Kendall-tau distance, the MAD paper's measure: 0 perfect, about
-    0.5 random) and, when the alignment carries probabilities, ``ece`` (expected calibration
-    error), ``brier`` (Brier score) and ``precision_at_coverage`` (precision of the ``coverage``
-    fraction of most confident pairs). The truth is restricted to the alignment's candidate
-    rows (the held-out rows), as in :func:`bayesalign.compare.evaluate`.
+def shared_dimensions(relevance_a, relevance_b, threshold: float, views=("a", "b")) -> np.ndarray:
+    """Latent dimensions whose ARD relevance exceeds ``threshold`` times its view's largest, in both views.
+
+    The shared-dimension rule of MRD (Damianou, Ek, Titsias & Lawrence 2012, section 3) as MAD
+    uses it (Damianou, Lawrence & Ek 2016, section 3.1). If no dimension passes in both views,
+    the one with the largest min(rel_a / max a, rel_b / max b) is used, with a RuntimeWarning
+    (matching in no dimension at all is meaningless).
+
+    >>> shared_dimensions([1.0, 0.5, 0.01], [0.9, 0.01, 0.4], 0.05).tolist()
+    [0]
+    """
+    na = np.asarray(relevance_a, np.float64) / max(float(np.max(relevance_a)), np.finfo(float).tiny)
+    nb = np.asarray(relevance_b, np.float64) / max(float(np.max(relevance_b)), np.finfo(float).tiny)
+    dims = np.flatnonzero((na > threshold) & (nb > threshold))
+    if dims.size == 0:
+        dims = np.array([int(np.argmax(np.minimum(na, nb)))])
+        warnings.warn(f"no latent dimension is shared by views {tuple(views)} at threshold {threshold}; using "
+                      f"dimension {dims[0]} (the most shared)", RuntimeWarning, stacklevel=3)
+    return dims
+
+
+def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: int = 50, n_inner: int = 1000,
+                                tol: float = 1e-6):
+    """Entropic Gromov-Wasserstein coupling of two metric spaces (Peyre, Cuturi & Solomon 2016, eq. 8-10).
+
+    Minimises ``sum_{ijkl} (A_ik - B_jl)^2 T_ij T_kl - epsilon H(T)`` over couplings T with
+    uniform marginals (1/n_a, 1/n_b) by the paper's projected mirror descent, each step a
+    Sinkhorn projection of the linearised cost (POT's ``ot.gromov.entropic_gromov_wasserstein``).
+    Only the within-view distances are used: no feature of one view is compared with a feature
+    of the other, which is what an unsupervised correspondence needs. Dense (n_a, n_b) and
+    (n, n): meant for a few hundred points.
+
+    Parameters
+    ----------
+    dist_a, dist_b : arrays (n_a, n_a), (n_b, n_b)
+        Within-view distances, each divided by its largest entry (so epsilon is relative).
+    epsilon : float
+    n_outer : int
+        Mirror-descent steps (stops earlier when T changes by less than ``tol``).
+    n_inner : int
+        Sinkhorn sweeps per step (an inexact projection, as in the paper's experiments).
+
+    Returns
+    -------
+    array (n_a, n_b): the coupling, summing to 1.
 
     Examples
     --------
-    >>> from bayesalign.data import Alignment
-    >>> problem = AlignmentProblem.paired({"a": np.eye(3), "b": np.eye(3)})
-    >>> al = Alignment(("a", "b"), [0, 1, 2], [0, 2, 1], probabilities=[0.9, 0.6, 0.3])
-    >>> out = evaluate(al, problem)
-    >>> round(out["accuracy"], 3), out["n_pairs"]
-    (0.333, 3)
+    >>> x = np.array([0.0, 1.0, 3.0, 7.0])[:, None]
+    >>> D = np.abs(x - x.T) / 7.0
+    >>> T = gromov_wasserstein_coupling(D, D[::-1, ::-1])
+    >>> T.argmax(1).tolist()  # an isometry: point i of a is point 3 - i of b
+    [3, 2, 1, 0]
     """
-    from . import metrics
-
-    a, b = alignment.views
-    truth = problem.truth_between(a, b)
-    held = truth.subset(np.isin(truth.index_a, alignment.candidates_a) & np.isin(truth.index_b, alignment.candidates_b))
-    out = {"n_pairs": len(alignment), "accuracy": float(metrics.matching_accuracy(alignment, held)),
-           "kendall_tau": float(metrics.kendall_tau_distance(alignment, held))}
-    if alignment.probabilities is not None and len(alignment):
-        out["ece"] = float(metrics.expected_calibration_error(alignment, held))
-        out["brier"] = float(metrics.brier_score(alignment, held))
-        out["precision_at_coverage"] = float(metrics.precision_at_coverage(alignment, held, coverage))
-    return out
-
-
-# ----------------------------------------------------------------------------------------
-# The estimator
-# ----------------------------------------------------------------------------------------
-#: MRD needs a few paired rows to estimate a latent space and its relevance weights.
-MIN_ANCHORS = 3
-MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
-#: align() takes the sparse (kNN candidate) path above this many candidate pairs n_a * n_b (N* = 5,000: a
-#: 200 MB cost matrix). Below it the dense solver is the faster one on MAD's costs: the posterior means
-#: crowd in a few shared dimensions, where scipy's sparse LAPJVsp meets long augmenting paths
-#: (``python benchmarks/bench_mad.py --n-star 2500 [--sparse]``, both at the same load: mean cost,
-#: matching with probabilities, dense 41 s, sparse 152 s).
-SPARSE_ABOVE = 25_000_000
-#: Above this many pairs, the Sinkhorn probabilities are computed on kNN candidate pairs only even in
-#: the dense path: with the near-hard costs of MAD's posteriors the dense iteration takes minutes at
-#: N* = 1000 (3500 sweeps of a 1000 x 1000 matrix), the sparse one seconds.
-DENSE_SINKHORN_MAX = 250_000
-SINKHORN_NEIGHBORS = 10
-COSTS = ("likelihood", "mean")
+    A = np.asarray(dist_a, np.float64)  # [n_a, n_a]
+    B = np.asarray(dist_b, np.float64)  # [n_b, n_b]
+    with warnings.catch_warnings():  # an inexact projection (n_inner sweeps) is the paper's choice
+        warnings.filterwarnings("ignore", message="Sinkhorn did not converge")
+        T = ot.gromov.entropic_gromov_wasserstein(A, B, loss_fun="square_loss", epsilon=float(epsilon),
+                                                  max_iter=int(n_outer), tol=float(tol), numItermax=int(n_inner))
+    if not np.all(np.isfinite(T)):
+        raise FloatingPointError(f"Gromov-Wasserstein coupling is not finite at epsilon={epsilon}; raise epsilon")
+    return T / T.sum()
 
 
 def _anchor_init(train, latent_dim: int, seed):
@@ -278,7 +145,7 @@ def _anchor_init(train, latent_dim: int, seed):
     remaining dimensions at small random values (10% of the smallest PCA component's spread), as
     GPy's initialisation does, with a warning.
     """
-    from .gp._model import init_latent
+    from .gp.initialisation import init_latent
 
     names = list(train.names)
     centred = [train[n] - train[n].mean(0) for n in names]
@@ -294,7 +161,7 @@ def _anchor_init(train, latent_dim: int, seed):
     return np.hstack([X, pad])
 
 
-class MAD:
+class MAD(BaseEstimator):
     """Manifold Alignment Determination (Damianou, Lawrence & Ek, 2016), with uncertainty-aware matching.
 
     MAD trains MRD (a multi-view Bayesian GP-LVM with ARD kernels; :class:`bayesalign.gp.MRD`)
@@ -337,14 +204,15 @@ class MAD:
         with s_a, s_b the average posterior variances in the shared dimensions, which makes
         exp(-D**/T) the likelihood of the same model with every variance equal to its mean.
     infer_max_iter : int
-        Bound evaluations of ``MRD.infer`` for the unaligned rows (the main cost at large N*:
-        about 0.14 s per evaluation for 1,000 rows here).
+        Bound evaluations of ``MRD.infer`` for the unaligned rows (the main cost at large N*).
     seed : int, optional
     device : str, optional
     progress : bool
         Progress bars of MRD fits and inference.
-    **mrd_kwargs
-        Passed to :class:`bayesalign.gp.MRD` (e.g. ``max_iter``, ``init``, ``dtype``).
+    mrd_options : dict, optional
+        Further keywords of :class:`bayesalign.gp.MRD` (e.g. ``max_iter``, ``init``, ``dtype``).
+        (Passing them as keywords of MAD itself, ``MAD(max_iter=...)``, is deprecated: it still
+        works, with a DeprecationWarning, and lands in ``mrd_options``.)
 
     Attributes
     ----------
@@ -355,8 +223,15 @@ class MAD:
     posteriors_ : dict view -> (rows, mean [n, Q], var [n, Q])
         q(x) of the rows of each view that are not training rows, inferred with that view's
         model only.
+    embedding_ : LatentEmbedding
+        The latent coordinates of every row: anchor rows take MRD's q(X) of their anchor group,
+        the other rows their posterior from their own view (``posteriors_``); ``shared_dims``
+        are those shared by the first two views.
+    relevance_ : dict view -> array (Q,)
+        MRD's ARD relevance weights per view.
     shared_dims_ : dict (a, b) -> int array
-        The latent dimensions shared by each pair of views (at ``shared_threshold_``).
+        The latent dimensions shared by each pair of views (at ``shared_threshold_``,
+        :func:`shared_dimensions`).
     shared_threshold_ : float
     discovered_ : dict (a, b) -> dict of arrays
         Pairs added by the zero-anchor bootstrap and by self-training (``index_a``,
@@ -373,7 +248,7 @@ class MAD:
     --------
     >>> from bayesalign.datasets import mad_toy
     >>> problem = mad_toy("linear_shared", seed=0, n_anchors=10).shuffle_unaligned(seed=0)
-    >>> mad = MAD(latent_dim=3, num_inducing=10, seed=0, max_iter=200).fit(problem)  # doctest: +SKIP
+    >>> mad = MAD(latent_dim=3, num_inducing=10, seed=0, mrd_options={"max_iter": 200}).fit(problem)  # doctest: +SKIP
     >>> alignment = mad.align(matcher="hungarian")  # doctest: +SKIP
     >>> evaluate(alignment, problem)["kendall_tau"] < 0.05  # doctest: +SKIP
     True
@@ -381,7 +256,7 @@ class MAD:
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", shared_threshold: float = 0.05,
                  cost: str = "likelihood", temperature: float | None = None, infer_max_iter: int = 500, seed=None,
-                 device=None, progress: bool = False, **mrd_kwargs):
+                 device=None, progress: bool = False, mrd_options: dict | None = None, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -392,17 +267,11 @@ class MAD:
         self.seed = seed
         self.device = device
         self.progress = progress
-        self.mrd_kwargs = mrd_kwargs
-
-    def get_params(self, deep: bool = True) -> dict:
-        out = {k: getattr(self, k) for k in ("latent_dim", "num_inducing", "kernel", "shared_threshold", "cost",
-                                             "temperature", "infer_max_iter", "seed", "device", "progress")}
-        out.update(self.mrd_kwargs)
-        return out
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"MAD({args})"
+        if mrd_kwargs:  # the deprecated spelling MAD(max_iter=...): kept working, stored where it belongs
+            warnings.warn(f"MAD({', '.join(f'{k}=...' for k in mrd_kwargs)}) is deprecated; pass "
+                          f"mrd_options={{...}} instead", DeprecationWarning, stacklevel=2)
+            mrd_options = {**(mrd_options or {}), **mrd_kwargs}
+        self.mrd_options = mrd_options
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -413,6 +282,16 @@ class MAD:
                              f"got {self.shared_threshold!r}")
         if self.temperature is not None and not float(self.temperature) > 0:
             raise ValueError(f"temperature must be positive, got {self.temperature!r}")
+        for name in ("latent_dim", "num_inducing", "infer_max_iter"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.mrd_options is not None and not isinstance(self.mrd_options, dict):
+            raise TypeError(f"mrd_options must be a dict of MRD keywords or None, got "
+                            f"{type(self.mrd_options).__name__}")
+        reserved = {"latent_dim", "num_inducing", "kernel", "seed", "device", "progress"} & set(self.mrd_options or {})
+        if reserved:
+            raise ValueError(f"mrd_options must not set {sorted(reserved)}: they are MAD's own parameters")
 
     @staticmethod
     def _check_problem(problem) -> np.ndarray:
@@ -448,18 +327,11 @@ class MAD:
             With no anchors: how many unsupervised pairs to start from (default
             ``max(MIN_ANCHORS, 2 * latent_dim)``); self-training then always runs.
         bootstrap : {"gromov_wasserstein", "local_patterns"}
-            The unsupervised initialiser for a problem without anchors (see ``_bootstrap``).
-            Measured on the toy "linear_shared" (N = 100, seed 0): the 10 most confident mutual
-            pairs of entropic Gromov-Wasserstein were all right (its full matching: accuracy
-            0.85), against 3 of 8 for the local-pattern correspondence; hence the default.
-            How well MAD then works with no anchors at all (MAD toys, N = 100, view 2 shuffled,
-            ``experiments/mad_paper.py --parts beyond``): "linear_shared" seed 0, 8 of 8 bootstrap
-            pairs right, self-training adds the rest, final accuracy 0.88 (Kendall-tau 0.05) --
-            as good as with 8 given anchors; seed 1, 0 of 8 right (GW locks onto a mirror image
-            of the figure-eight latent curve), final accuracy 0.0; "linear_shared_private" seed 0,
-            0 of 10 right, accuracy 0.0 (seed 1 likewise). So it is all or nothing (1 success in 4 runs): it works
-            when the views' geometry has no symmetry to confuse it. Check ``bootstrap_`` and
-            ``self_training_history_`` (and give a few anchors when you can).
+            The unsupervised initialiser for a problem without anchors (see ``_bootstrap``): the
+            most confident mutual pairs of entropic Gromov-Wasserstein (default) or of the
+            local-pattern correspondence. It works when the views' geometry has no symmetry to
+            confuse it and fails outright otherwise (benchmarks/RESULTS.md): check ``bootstrap_``
+            and ``self_training_history_``, and give a few anchors when you can.
 
         Returns
         -------
@@ -489,13 +361,13 @@ class MAD:
         return self
 
     def _mrd(self, train):
-        """The MRD for the paired anchor views ``train``, from PCA unless ``mrd_kwargs`` says otherwise;
+        """The MRD for the paired anchor views ``train``, from PCA unless ``mrd_options`` says otherwise;
         with fewer anchors than PCA needs for ``latent_dim`` components, the PCA initialisation is
         padded with small random dimensions."""
         from .gp import MRD
 
         n_train = train.n_samples[train.names[0]]
-        kwargs = dict(self.mrd_kwargs)
+        kwargs = dict(self.mrd_options or {})
         if "init" not in kwargs:  # the paper's (GPy's) PCA; with a few anchors, "cca" would find chance
             init = _anchor_init(train, int(self.latent_dim), self.seed)  # canonical correlations
             kwargs["init"] = "pca" if init is None else init
@@ -524,8 +396,27 @@ class MAD:
         self.shared_dims_ = {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                self.shared_dims_[(a, b)] = _shared_dims(relevance[a], relevance[b], threshold, (a, b))
+                self.shared_dims_[(a, b)] = shared_dimensions(relevance[a], relevance[b], threshold, (a, b))
+        self.embedding_ = self._embedding(problem)
         self._stream = {}
+
+    def _embedding(self, problem: AlignmentProblem) -> LatentEmbedding:
+        """Every row's latent coordinates: anchor rows q(X) of their group, the others their posteriors."""
+        latent = self.model_.latent_
+        group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
+        group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
+        means, variances = {}, {}
+        for k, view in enumerate(problem.views.names):
+            n, q = problem.views.n_samples[view], group_mean.shape[1]
+            means[view], variances[view] = np.zeros((n, q)), np.zeros((n, q))  # [n_v, Q]
+            means[view][self.anchors_[:, k]] = group_mean
+            variances[view][self.anchors_[:, k]] = group_var
+            rows, mean, var = self.posteriors_[view]
+            means[view][rows], variances[view][rows] = mean, var
+        first = tuple(problem.views.names[:2])
+        relevance = {v: np.asarray(r).tolist() for v, r in self.relevance_.items()}
+        return LatentEmbedding(means, variances, shared_dims=self.shared_dims_[first], method="mad",
+                               info={"relevance": relevance, "shared_threshold": self.shared_threshold_})
 
     def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MAD:
         """Add confident mutual-nearest pairs as anchors and refit, round after round (two views).
@@ -740,14 +631,6 @@ class MAD:
         return (rows_a[keep_a], mean_a[keep_a][:, dims], var_a[keep_a][:, dims],
                 rows_b[keep_b], mean_b[keep_b][:, dims], var_b[keep_b][:, dims], dims)
 
-    def _temperature(self, cost: str, var_a, var_b) -> float:
-        if self.temperature is not None:
-            return float(self.temperature)
-        if cost == "likelihood":
-            return 1.0
-        # homoscedastic equivalent: -log N(d; 0, (s_a + s_b) I) = |d|^2 / (2 (s_a + s_b)) + const
-        return float(2.0 * (var_a.mean() + var_b.mean()))
-
     def cost_matrix(self, a=None, b=None, cost: str | None = None):
         """(rows_a, rows_b, C): the cost between the unaligned rows of a and b, in their shared dimensions.
 
@@ -775,8 +658,10 @@ class MAD:
         cost = self.cost if cost is None else cost
         rows_a, rows_b, C = self.cost_matrix(a, b, cost)  # [n_a, n_b]
         _, _, va, _, _, vb, _ = self._candidates(a, b)
-        T = float(temperature) if temperature is not None else self._temperature(cost, va, vb)
-        return rows_a, rows_b, matching.sinkhorn_marginals(C, T, cost_limit)[0]
+        if temperature is None and self.temperature is not None:
+            temperature = self.temperature
+        T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
+        return rows_a, rows_b, _sinkhorn_marginals(C, T, cost_limit)[0]
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
               n_samples: int = 100, temperature: float | None = None, order=None, seed=None,
@@ -826,30 +711,17 @@ class MAD:
             docstring), candidates = the rows that were unaligned in the problem; ``info``
             holds the shared dimensions, the threshold, the temperature and the matcher.
         """
-        if matcher not in MATCHERS:
-            raise ValueError(f"matcher must be one of {MATCHERS}, got {matcher!r}")
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
-        if cost not in COSTS:
-            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
-        rows_a, ma, va, rows_b, mb, vb, dims = self._candidates(a, b)  # [n_a, q], [n_b, q]
-        T = float(temperature) if temperature is not None else self._temperature(cost, va, vb)
-        info = {"shared_dims": dims.tolist(), "shared_threshold": self.shared_threshold_, "cost": cost,
-                "temperature": T, "matcher": matcher, "cost_limit": cost_limit}
-        if sparse is None:
-            sparse = rows_a.size * rows_b.size > SPARSE_ABOVE
-        posteriors = (ma, va, mb, vb)
-        if sparse:
-            ia, ib, costs, probs = self._align_sparse(matcher, cost, posteriors, T, cost_limit, order,
-                                                      int(n_neighbors), info)
-        else:
-            ia, ib, costs, probs = self._align_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples,
-                                                     self.seed if seed is None else seed, info)
-            if matcher == "perturb":
-                perms = info.pop("_permutations")  # [S, n_a] local columns
-                info["sampled_permutations"] = np.where(perms >= 0, rows_b[np.maximum(perms, 0)], -1)
-                info["sampled_rows_a"] = rows_a.copy()
-        index_a, index_b, probs = rows_a[ia], rows_b[ib], np.clip(probs, 0.0, 1.0)
+        rows_a, _, _, rows_b, _, _, dims = self._candidates(a, b)
+        if temperature is None:
+            temperature = self.temperature
+        al = match(self.embedding_, self.problem_, a, b, matcher=matcher, cost=cost, cost_limit=cost_limit,
+                   temperature=temperature, dims=dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
+                   n_neighbors=n_neighbors, order=order, n_samples=n_samples,
+                   seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}")
+        info = {"shared_dims": dims.tolist(), "shared_threshold": self.shared_threshold_, **al.info}
+        index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities
         cand_a, cand_b = rows_a, rows_b
         found = self.discovered_.get((a, b))
         if include_discovered and found is not None and len(found["index_a"]):
@@ -864,164 +736,4 @@ class MAD:
         views = self.problem_.views
         return Alignment((a, b), index_a[order_a], index_b[order_a], costs[order_a], probs[order_a],
                          n_a=views.n_samples[a], n_b=views.n_samples[b], candidates_a=cand_a, candidates_b=cand_b,
-                         method=f"mad-{matcher}-{cost}", info=info)
-
-    @staticmethod
-    def _align_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed, info):
-        """Local pairs (ia, ib), their costs and probabilities, on the dense (n_a, n_b) cost."""
-        ma, va, mb, vb = posteriors
-        C = mean_distance_cost(ma, mb) if cost == "mean" else likelihood_cost(ma, va, mb, vb)  # [n_a, n_b]
-        if matcher == "perturb":
-            sampled = matching.perturb_and_map(C, n_samples=int(n_samples), temperature=T, cost_limit=cost_limit,
-                                               seed=seed)
-            P = sampled.frequencies.toarray()  # [n_a, n_b]
-            info["probability"] = f"perturb-and-MAP frequency over {int(n_samples)} samples"
-            info["_permutations"] = sampled.permutations
-        elif C.size <= DENSE_SINKHORN_MAX:
-            P, info["sinkhorn_error"] = matching.sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
-            info["probability"] = "sinkhorn marginal"
-        else:  # dense Sinkhorn is too slow here (near-hard costs): kNN candidates, see matching.sparse_sinkhorn
-            ei, ej = _knn_edges(ma, mb, SINKHORN_NEIGHBORS)
-            P, info["sinkhorn_error"] = matching.sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit)
-            P = P.toarray()  # [n_a, n_b]
-            info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
-        if matcher == "hungarian":
-            hard = matching.linear_assignment(C, cost_limit=cost_limit)
-            ia, ib = hard.index_a, hard.index_b
-        elif matcher == "myopic":
-            hard = matching.myopic_assignment(C, order=order, cost_limit=cost_limit)
-            ia, ib = hard.index_a, hard.index_b
-        else:
-            ia, ib = _max_expected_matches(P, C, cost_limit)
-        return ia, ib, C[ia, ib], P[ia, ib]
-
-    @staticmethod
-    def _align_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
-        """The same on kNN candidate pairs only (see ``align(sparse=True)``)."""
-        ma, va, mb, vb = posteriors
-        if matcher == "perturb" or (matcher == "myopic" and cost == "likelihood"):
-            raise ValueError(f"matcher {matcher!r} with the {cost} cost needs the dense path (sparse=False)")
-        shape = (ma.shape[0], mb.shape[0])
-        ei, ej = _knn_edges(ma, mb, k)  # candidate pairs
-        while cost_limit is None and not matching._has_full_matching(shape, ei, ej) and k < max(shape):
-            k *= 2  # as matching.assign does: too few candidates for every row of the smaller view to match
-            ei, ej = _knn_edges(ma, mb, k)
-        ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
-        P, info["sinkhorn_error"] = matching.sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit)  # csr [n_a, n_b]
-        info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
-        if matcher == "hungarian" and cost == "mean":
-            hard = matching.assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
-            info["certified"] = hard.info.get("certified")
-        elif matcher == "hungarian":
-            graph = sp.csr_matrix((ec, (ei, ej)), shape=shape)
-            hard = matching.sparse_assignment(graph, cost_limit=cost_limit)
-        elif matcher == "myopic":
-            hard = matching.myopic_assignment(ma, mb, order=order, metric="sqeuclidean", cost_limit=cost_limit)
-        else:
-            score = P.copy()
-            if cost_limit is not None:
-                score.data[np.asarray(sp.csr_matrix((ec, (ei, ej)), shape=shape)[score.nonzero()]).ravel()
-                           >= float(cost_limit)] = 0.0
-                score.eliminate_zeros()
-            hard = matching.marginal_assignment(score)
-        ia, ib = hard.index_a, hard.index_b
-        return ia, ib, pair_costs(cost, ma, va, mb, vb, ia, ib), np.asarray(P[ia, ib]).ravel()
-
-
-def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: int = 50, n_inner: int = 1000,
-                                tol: float = 1e-6):
-    """Entropic Gromov-Wasserstein coupling of two metric spaces (Peyre, Cuturi & Solomon 2016, eq. 8-10).
-
-    Minimises ``sum_{ijkl} (A_ik - B_jl)^2 T_ij T_kl - epsilon H(T)`` over couplings T with
-    uniform marginals (1/n_a, 1/n_b) by the paper's projected mirror descent: with the square
-    loss the linearised cost is ``M = A^2 p 1' + 1 q' (B^2)' - 2 A T B'`` (their Prop. 1), and each
-    step is a Sinkhorn projection of exp(-M / epsilon) (:func:`bayesalign.matching.sinkhorn`, whose
-    marginals scaled by 1/n are T when n_a = n_b). Only the within-view distances are used: no
-    feature of one view is compared with a feature of the other, which is what an unsupervised
-    correspondence needs. Dense (n_a, n_b) and (n, n): meant for a few hundred points.
-
-    Parameters
-    ----------
-    dist_a, dist_b : arrays (n_a, n_a), (n_b, n_b)
-        Within-view distances, each divided by its largest entry (so epsilon is relative).
-    epsilon : float
-    n_outer : int
-        Mirror-descent steps (stops earlier when T changes by less than ``tol``).
-    n_inner : int
-        Sinkhorn sweeps per step (an inexact projection, as in the paper's experiments).
-
-    Returns
-    -------
-    array (n_a, n_b): the coupling, summing to 1.
-
-    Examples
-    --------
-    >>> x = np.array([0.0, 1.0, 3.0, 7.0])[:, None]
-    >>> D = np.abs(x - x.T) / 7.0
-    >>> T = gromov_wasserstein_coupling(D, D[::-1, ::-1])
-    >>> T.argmax(1).tolist()  # an isometry: point i of a is point 3 - i of b
-    [3, 2, 1, 0]
-    """
-
-    A = np.asarray(dist_a, np.float64)  # [n_a, n_a]
-    B = np.asarray(dist_b, np.float64)  # [n_b, n_b]
-    n_a, n_b = A.shape[0], B.shape[0]
-    p, q = np.full(n_a, 1.0 / n_a), np.full(n_b, 1.0 / n_b)
-    constant = (A * A) @ p[:, None] + ((B * B) @ q)[None, :]  # [n_a, n_b]
-    T = np.outer(p, q)
-    for _ in range(int(n_outer)):
-        M = constant - 2.0 * A @ T @ B.T  # [n_a, n_b], linearised GW cost (Prop. 1)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="sinkhorn did not converge")
-            P = matching.sinkhorn(M - M.min(), temperature=epsilon, tol=1e-4, n_iter=n_inner).marginals
-        new = P / P.sum()
-        change = float(np.abs(new - T).max())
-        T = new
-        if change < tol:
-            break
-    return T
-
-
-def _knn_edges(mean_a, mean_b, k: int):
-    """Candidate pairs: each row's k nearest rows of the other view (both directions), deduplicated."""
-    from sklearn.neighbors import NearestNeighbors
-
-    n_a, n_b = mean_a.shape[0], mean_b.shape[0]
-    ka, kb = min(k, n_b), min(k, n_a)
-    to_b = NearestNeighbors(n_neighbors=ka).fit(mean_b).kneighbors(mean_a, return_distance=False)  # [n_a, ka]
-    to_a = NearestNeighbors(n_neighbors=kb).fit(mean_a).kneighbors(mean_b, return_distance=False)  # [n_b, kb]
-    ei = np.concatenate([np.repeat(np.arange(n_a), ka), to_a.ravel()])
-    ej = np.concatenate([to_b.ravel(), np.repeat(np.arange(n_b), kb)])
-    keys = np.unique(ei * n_b + ej)
-    return keys // n_b, keys % n_b
-
-
-def _shared_dims(rel_a, rel_b, threshold: float, views) -> np.ndarray:
-    """Dimensions whose relevance exceeds ``threshold`` times the largest in both views (MRD's rule).
-
-    If no dimension passes in both, the one with the largest min(rel_a / max a, rel_b / max b)
-    is used, with a warning (matching in no dimension at all is meaningless).
-    """
-
-    na = np.asarray(rel_a, np.float64) / max(float(np.max(rel_a)), np.finfo(float).tiny)
-    nb = np.asarray(rel_b, np.float64) / max(float(np.max(rel_b)), np.finfo(float).tiny)
-    dims = np.flatnonzero((na > threshold) & (nb > threshold))
-    if dims.size == 0:
-        dims = np.array([int(np.argmax(np.minimum(na, nb)))])
-        warnings.warn(f"no latent dimension is shared by views {views} at threshold {threshold}; using dimension "
-                      f"{dims[0]} (the most shared)", RuntimeWarning, stacklevel=3)
-    return dims
-
-
-def _max_expected_matches(probabilities, cost, cost_limit):
-    """The one-to-one matching maximising the sum of match probabilities (expected correct pairs).
-
-    :func:`bayesalign.matching.marginal_assignment`; with ``cost_limit``, pairs costlier than
-    the limit are not made (as for the Hungarian matcher).
-    """
-
-    score = np.array(probabilities, dtype=np.float64)
-    if cost_limit is not None:
-        score[np.asarray(cost) >= float(cost_limit)] = 0.0
-    hard = matching.marginal_assignment(score)
-    return hard.index_a, hard.index_b
+                         method=al.method, info=info)

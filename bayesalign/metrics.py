@@ -5,7 +5,8 @@ Two families:
 * **matchings** (an :class:`~bayesalign.data.Alignment`, or a permutation array
   ``perm[i] = j`` with -1 for unmatched): :func:`kendall_tau_distance`,
   :func:`matching_accuracy`, and, for matchers that give match probabilities,
-  :func:`expected_calibration_error`, :func:`brier_score`, :func:`precision_at_coverage`;
+  :func:`expected_calibration_error`, :func:`brier_score`, :func:`precision_at_coverage`
+  (all of them at once on an alignment's candidate rows: :func:`evaluate`);
 * **latent spaces** (a :class:`~bayesalign.data.LatentEmbedding`, or an (n_a, n_b) cost or
   distance matrix): :func:`top_k_accuracy`, :func:`mean_reciprocal_rank`, :func:`foscttm`,
   :func:`label_transfer_accuracy`.
@@ -27,7 +28,7 @@ import numpy as np
 
 from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding
 
-__all__ = ["brier_score", "expected_calibration_error", "foscttm", "kendall_tau_distance",
+__all__ = ["brier_score", "evaluate", "expected_calibration_error", "foscttm", "kendall_tau_distance",
            "label_transfer_accuracy", "matching_accuracy", "mean_reciprocal_rank", "precision_at_coverage",
            "top_k_accuracy"]
 
@@ -498,3 +499,36 @@ def label_transfer_accuracy(embedding: LatentEmbedding, labels, views=None, k: i
     np.add.at(votes, (np.repeat(np.arange(targets.size), k), y_code[idx].ravel()), 1.0)
     predicted = classes[np.argmax(votes, axis=1)]  # argmax: first (smallest) label on a tie
     return float(np.mean(predicted == y_b[targets]))
+
+
+# ------------------------------------------------------------------------------------------
+# All matching metrics at once
+# ------------------------------------------------------------------------------------------
+def evaluate(alignment: Alignment, problem: AlignmentProblem, coverage: float = 0.5) -> dict:
+    """Accuracy and calibration of an alignment against the problem's truth, on its candidate rows.
+
+    Returns a dict with ``n_pairs``, ``accuracy`` (:func:`matching_accuracy`), ``kendall_tau``
+    (:func:`kendall_tau_distance`, the MAD paper's measure: 0 perfect, about 0.5 random) and, when
+    the alignment carries probabilities, ``ece`` (:func:`expected_calibration_error`), ``brier``
+    (:func:`brier_score`) and ``precision_at_coverage`` (of the ``coverage`` fraction of most
+    confident pairs). The truth is restricted to the pairs whose rows are both candidates of the
+    alignment (the rows it was asked to match).
+
+    Examples
+    --------
+    >>> problem = AlignmentProblem.paired({"a": np.eye(3), "b": np.eye(3)})
+    >>> al = Alignment(("a", "b"), [0, 1, 2], [0, 2, 1], probabilities=[0.9, 0.6, 0.3])
+    >>> out = evaluate(al, problem)
+    >>> round(out["accuracy"], 3), out["n_pairs"]
+    (0.333, 3)
+    """
+    a, b = alignment.views
+    truth = problem.truth_between(a, b)
+    held = truth.subset(np.isin(truth.index_a, alignment.candidates_a) & np.isin(truth.index_b, alignment.candidates_b))
+    out = {"n_pairs": len(alignment), "accuracy": float(matching_accuracy(alignment, held)),
+           "kendall_tau": float(kendall_tau_distance(alignment, held))}
+    if alignment.probabilities is not None and len(alignment):
+        out["ece"] = float(expected_calibration_error(alignment, held))
+        out["brier"] = float(brier_score(alignment, held))
+        out["precision_at_coverage"] = float(precision_at_coverage(alignment, held, coverage))
+    return out

@@ -3,14 +3,10 @@
 The command line (``bayesalign align --method NAME``) and the comparison suite both go through
 :func:`run_method`, so every method is run, matched and timed the same way:
 
-* spectral methods (``bayesalign.spectral``, deterministic) give a ``LatentEmbedding``; the
-  not-anchored rows of each pair of views are matched by the Hungarian algorithm on squared
-  Euclidean distances in it, and each pair gets the Sinkhorn marginal of ``exp(-cost / T)`` as its
-  probability, with the temperature T the median distance from a row to its nearest candidate
-  (a scale-free choice: a typical nearest match has cost about T; raised by factors of 2 where
-  Sinkhorn does not converge at it, so that the probabilities are always proper marginals);
-* ``mrd-procrustes``: a Bayesian GP-LVM per view, its latent means superimposed on the anchors by
-  Procrustes (Wang & Mahadevan 2008), then matched as above;
+* embedding methods (the spectral baselines of ``bayesalign.spectral`` and
+  :class:`bayesalign.pipelines.MRDProcrustes`) give a ``LatentEmbedding``; the not-anchored rows of
+  each pair of views are matched in it by :func:`bayesalign.matching.match` (Hungarian on squared
+  Euclidean distances, Sinkhorn probabilities at the median nearest cost);
 * ``mad`` (Damianou, Lawrence & Ek 2016): ``MAD.fit(problem).align(a, b, matcher, cost)``, with its own
   probabilities. ``mad-<matcher>-<cost>`` names each combination for the comparison suite.
 
@@ -34,14 +30,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .data import Alignment, AlignmentProblem, LatentEmbedding
+from .matching import COSTS, MATCHERS, match
 
-#: MAD's matchers and costs (the same as ``bayesalign.mad.MATCHERS`` / ``COSTS``, kept here so that the
-#: command line starts without importing torch; a test keeps them in step).
-MAD_MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
-MAD_COSTS = ("likelihood", "mean")
+#: MAD's matchers and costs (``bayesalign.matching`` owns them; importing it needs no torch).
+MAD_MATCHERS = MATCHERS
+MAD_COSTS = COSTS
 
 
 class UnknownMethodError(ValueError):
@@ -53,7 +47,7 @@ class MethodSpec:
     """One entry of the method table.
 
     ``target`` is ``"module:Class"``; ``kind`` says how it runs: ``"embedding"`` (fit -> embedding_,
-    then matched), ``"mrd-procrustes"`` or ``"mad"``. ``options`` are constructor or ``align`` keywords
+    then matched) or ``"mad"`` (fit, then its own ``align``). ``options`` are constructor or ``align`` keywords
     fixed by this entry (e.g. the matcher of ``mad-myopic-mean``).
     """
 
@@ -110,10 +104,10 @@ _ENTRIES = [
     MethodSpec("local-patterns", "bayesalign.spectral:LocalPatternAlignment", "embedding",
                "no anchors: local-pattern correspondence, then joint Laplacian", f"{_CHAPTER}, sec. 5.3.4",
                requires=("bayesalign.spectral:JointLaplacianAlignment",)),
-    MethodSpec("mrd-procrustes", "bayesalign.gp:BayesianGPLVM", "mrd-procrustes",
+    MethodSpec("mrd-procrustes", "bayesalign.pipelines:MRDProcrustes", "embedding",
                "Bayesian GP-LVM per view + Procrustes on the anchors",
                "Titsias & Lawrence 2010; Wang & Mahadevan 2008", bayesian=True,
-               requires=("bayesalign.spectral:ProcrustesAlignment",)),
+               requires=("bayesalign.gp:BayesianGPLVM", "bayesalign.spectral:ProcrustesAlignment")),
     MethodSpec("mad", "bayesalign.mad:MAD", "mad", "MRD on the anchors, posteriors of the rest, matched "
                "(--matcher, --cost)", "Damianou, Lawrence & Ek 2016", probabilistic=True, bayesian=True),
 ]
@@ -155,9 +149,15 @@ def _named_parameters(cls) -> set[str]:
             if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)}
 
 
+#: Parameters through which a composite estimator forwards keywords to the model inside it.
+_FORWARDING = ("mrd_options", "gplvm_options")
+
+
 def _build(cls, latent_dim=None, seed=None, device=None, progress=None, **options):
-    """Construct ``cls`` mapping the common settings onto its own parameter names."""
+    """Construct ``cls`` mapping the common settings onto its own parameter names; options it does not
+    take go to its forwarding dict (``mrd_options`` of MAD, ``gplvm_options`` of MRDProcrustes)."""
     accepted, named = _accepted(cls), _named_parameters(cls)
+    sink = next((name for name in _FORWARDING if name in named), None)
     kwargs = {}
 
     def put(value, *names):
@@ -174,6 +174,9 @@ def _build(cls, latent_dim=None, seed=None, device=None, progress=None, **option
     put(device, "device")
     put(progress, "progress", "verbose")
     for key, value in options.items():
+        if sink is not None and key not in named:
+            kwargs.setdefault(sink, {})[key] = value
+            continue
         if accepted is not None and key not in accepted:
             raise ValueError(f"{cls.__name__} has no option {key!r}; its options are {sorted(accepted)}")
         kwargs[key] = value
@@ -181,78 +184,11 @@ def _build(cls, latent_dim=None, seed=None, device=None, progress=None, **option
 
 
 # Matching an embedding ---------------------------------------------------------------------
-def _candidates(problem: AlignmentProblem, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of a and b that are in no anchor pair between a and b (the rows to be matched)."""
-    anchors = problem.anchors_between(a, b)
-    rows_a = np.setdiff1d(np.arange(problem.views.n_samples[a]), anchors.index_a)
-    rows_b = np.setdiff1d(np.arange(problem.views.n_samples[b]), anchors.index_b)
-    return rows_a, rows_b
-
-
-def _squared_distances(embedding: LatentEmbedding, a, b, rows_a, rows_b) -> np.ndarray:
-    """Squared Euclidean distances between rows of a and b in the embedding, as MAD's "mean" cost;
-    dense [Na, Nb]: the Hungarian algorithm and Sinkhorn need every entry."""
-    za, zb = embedding.means[a][rows_a], embedding.means[b][rows_b]  # [Na, d], [Nb, d]
-    return np.maximum((za * za).sum(1)[:, None] + (zb * zb).sum(1)[None, :] - 2.0 * za @ zb.T, 0.0)
-
-
-#: Largest violation of the marginal constraints for Sinkhorn marginals to be used as probabilities.
-SINKHORN_TOLERANCE = 1e-3
-
-
-def _sinkhorn_marginals(cost, temperature, cost_limit, n_iter: int = 1000) -> np.ndarray | None:
-    """Sinkhorn marginals (Na, Nb), or None when they are not converged to ``SINKHORN_TOLERANCE``:
-    at temperatures far below the spread of the costs the iterations crawl, and the unconverged
-    plan's rows do not sum to one, so its entries are no probabilities."""
-    from .matching import sinkhorn_marginals
-
-    marginals, error = sinkhorn_marginals(cost, temperature, cost_limit, tol=SINKHORN_TOLERANCE, n_iter=n_iter)
-    return marginals if error <= SINKHORN_TOLERANCE else None
-
-
 def match_embedding(embedding: LatentEmbedding, problem: AlignmentProblem, a: str, b: str,
-                    cost_limit: float | None = None, method: str = "", temperature: float | None = None
-                    ) -> Alignment:
-    """Match the not-anchored rows of views a and b in a (deterministic) embedding.
-
-    Hungarian assignment on squared Euclidean distances (rectangular when the counts differ;
-    pairs above ``cost_limit`` are left unmatched), and per-pair probabilities from the Sinkhorn
-    marginals of ``exp(-cost / T)``. ``temperature`` T defaults to the median nearest-candidate
-    cost; :func:`run_method` learns it from held-out anchors where there are enough.
-    """
-    from . import matching
-
-    rows_a, rows_b = _candidates(problem, a, b)
-    cost = _squared_distances(embedding, a, b, rows_a, rows_b)  # [Na, Nb]
-    n_a, n_b = problem.views.n_samples[a], problem.views.n_samples[b]
-    if cost.size == 0:
-        return Alignment((a, b), [], [], [], [], n_a=n_a, n_b=n_b, candidates_a=rows_a, candidates_b=rows_b,
-                         method=method)
-    solved = matching.linear_assignment(cost, cost_limit=cost_limit, views=(a, b))
-    ia, ib = solved.index_a, solved.index_b
-    source = "given" if temperature is not None else "median nearest cost"
-    temperature = _temperature(cost) if temperature is None else float(temperature)
-    marginals = _sinkhorn_marginals(cost, temperature, cost_limit, n_iter=2000)  # [Na, Nb]
-    raised = 0
-    while marginals is None and raised < 40:  # not converged: a higher temperature (less confident)
-        temperature, raised = 2.0 * temperature, raised + 1
-        marginals = _sinkhorn_marginals(cost, temperature, cost_limit, n_iter=2000)
-    if marginals is None:
-        raise RuntimeError("Sinkhorn did not converge at any temperature; the costs may be degenerate")
-    if raised:
-        source += f", raised {2 ** raised}-fold for Sinkhorn to converge"
-    return Alignment((a, b), rows_a[ia], rows_b[ib], cost[ia, ib], np.clip(marginals[ia, ib], 0.0, 1.0),
-                     n_a=n_a, n_b=n_b, candidates_a=rows_a, candidates_b=rows_b, method=method,
-                     info={"temperature": temperature, "temperature_from": source, "matcher": "hungarian",
-                           "cost": "squared distance"})
-
-
-def _temperature(cost: np.ndarray) -> float:
-    """The median cost from a point to its nearest candidate (both directions): a typical nearest
-    match then has cost about T. A tiny floor keeps it positive when many points coincide."""
-    nearest = np.concatenate([cost.min(axis=1), cost.min(axis=0)])
-    floor = max(1e-12 * float(cost.max()), np.finfo(float).tiny)
-    return max(float(np.median(nearest)), floor)
+                    cost_limit: float | None = None, method: str = "", temperature: float | None = None):
+    """Match the not-anchored rows of views a and b in an embedding: :func:`bayesalign.matching.match`
+    (Hungarian on squared distances, Sinkhorn probabilities); kept for existing callers."""
+    return match(embedding, problem, a, b, cost_limit=cost_limit, temperature=temperature, method=method)
 
 
 # Running ----------------------------------------------------------------------------------
@@ -302,13 +238,10 @@ def run_method(name: str, problem: AlignmentProblem, *, pairs: Sequence[tuple[st
     pairs = list(pairs) if pairs is not None else view_pairs(problem)
     options = dict(options or {})
     start = time.perf_counter()
-    if spec.kind in ("embedding", "mrd-procrustes"):
-        if spec.kind == "mrd-procrustes":
-            model, embedding = _mrd_procrustes(problem, latent_dim, seed, device, progress, options)
-        else:
-            model = _spectral_model(spec, latent_dim, seed, device, options).fit(problem)
-            embedding = model.embedding_
-        alignments = {(a, b): match_embedding(embedding, problem, a, b, cost_limit, name) for a, b in pairs}
+    if spec.kind == "embedding":
+        model = _embedding_model(spec, latent_dim, seed, device, progress, options).fit(problem)
+        embedding = model.embedding_
+        alignments = {(a, b): match(embedding, problem, a, b, cost_limit=cost_limit, method=name) for a, b in pairs}
     else:
         cls = spec.load()
         mad_options = dict(spec.options)
@@ -320,31 +253,13 @@ def run_method(name: str, problem: AlignmentProblem, *, pairs: Sequence[tuple[st
             _build(cls, latent_dim, seed, device, progress, **options).fit(problem)
         align_kw = _align_keywords(model.align, mad_options, cost_limit)
         alignments = {(a, b): model.align(a, b, **align_kw) for a, b in pairs}
-        embedding = mad_embedding(model, problem)
+        embedding = model.embedding_
     return MethodResult(name, alignments, embedding, time.perf_counter() - start, model)
 
 
-def mad_embedding(model, problem: AlignmentProblem) -> LatentEmbedding:
-    """A fitted MAD's latent coordinates of every row as one LatentEmbedding.
-
-    Anchor rows take MRD's q(X) of their anchor group, the other rows their posterior inferred
-    from their own view (``posteriors_``); ``shared_dims`` are those shared by the first two views.
-    """
-    latent = model.model_.latent_
-    group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
-    group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
-    means, variances = {}, {}
-    for k, view in enumerate(problem.views.names):
-        n, q = problem.views.n_samples[view], group_mean.shape[1]
-        means[view], variances[view] = np.zeros((n, q)), np.zeros((n, q))  # [n_v, Q]
-        means[view][model.anchors_[:, k]] = group_mean
-        variances[view][model.anchors_[:, k]] = group_var
-        rows, mean, var = model.posteriors_[view]
-        means[view][rows], variances[view][rows] = mean, var
-    first = problem.views.names[:2]
-    relevance = {v: np.asarray(r).tolist() for v, r in model.relevance_.items()}
-    return LatentEmbedding(means, variances, shared_dims=model.shared_dims(*first), method="mad",
-                           info={"relevance": relevance, "shared_threshold": model.shared_threshold_})
+def mad_embedding(model, problem: AlignmentProblem | None = None) -> LatentEmbedding:
+    """A fitted MAD's latent coordinates of every row: ``model.embedding_`` (kept for existing callers)."""
+    return model.embedding_
 
 
 def _align_keywords(align: Callable, options: dict, cost_limit) -> dict:
@@ -359,27 +274,12 @@ def _align_keywords(align: Callable, options: dict, cost_limit) -> dict:
     return kwargs
 
 
-def _spectral_model(spec: MethodSpec, latent_dim, seed, device, options):
+def _embedding_model(spec: MethodSpec, latent_dim, seed, device, progress, options):
     cls = spec.load()
     if spec.name == "local-patterns":
         from .spectral import JointLaplacianAlignment
 
         return cls(_build(JointLaplacianAlignment, latent_dim, seed), **options)
+    if spec.name == "mrd-procrustes":
+        return _build(cls, latent_dim or 2, seed, device, progress, **spec.options, **options)
     return _build(cls, latent_dim, seed, device, None, **spec.options, **options)
-
-
-def _mrd_procrustes(problem, latent_dim, seed, device, progress, options):
-    """A Bayesian GP-LVM on each view alone (all its rows: no anchors needed), then Procrustes on the
-    anchors of their latent means. Returns the GP-LVMs and the aligned LatentEmbedding."""
-    from .data import Views
-    from .gp import BayesianGPLVM
-    from .spectral import ProcrustesAlignment
-
-    latent_dim = latent_dim or 2
-    models, means = {}, {}
-    for view in problem.views.names:
-        gplvm = _build(BayesianGPLVM, latent_dim, seed, device, progress, **options)
-        models[view] = gplvm.fit(problem.views[view])
-        means[view] = np.asarray(next(iter(models[view].latent_.means.values())))  # [n_v, Q]
-    procrustes = _build(ProcrustesAlignment, latent_dim, seed, None, None, embedding="none")
-    return models, procrustes.fit(problem.replace(views=Views(means))).embedding_

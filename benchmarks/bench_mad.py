@@ -1,20 +1,16 @@
 """MAD end to end: fit on anchors, inference of the unaligned rows, matching; at N* = 1,000 and 5,000.
 
-Issue 5's targets on this 2-core machine: N* = 1,000 unaligned rows per view end to end in under
-2 minutes (the split between MRD fit, inference and matching is printed); N* = 5,000 (MAD's default
-solver there is still the dense one: on MAD's costs the sparse path, ``--sparse``, took 152 s at
-N* = 2,500 against 41 s dense at the same load, see ``mad.SPARSE_ABOVE``); perturb-and-MAP with
-100 samples at N* = 1,000 in under 30 seconds.
+Issue 5's targets: N* = 1,000 unaligned rows per view end to end in under 2 minutes (the split
+between MRD fit, inference and matching is printed); N* = 5,000 on the dense solver (MAD's default
+there; ``--sparse`` forces the kNN candidate path, see ``bayesalign.matching.matcher.SPARSE_ABOVE``);
+perturb-and-MAP with 100 samples at N* = 1,000 in under 30 seconds. Measured figures:
+benchmarks/RESULTS.md.
 
 Data: the MAD toy "linear_shared_private" (two 20-dimensional views, one shared 2-D and one
 private 1-D latent signal per view) with N = N_init + N* rows, N_init = 50 anchors, the other rows
 of view 2 shuffled. MAD: latent_dim 5, 25 inducing points, 300 bound evaluations (100 warm-up).
 
-Measured (1 thread, load average ~1.5-2 on the shared 2-core machine): inference of the unaligned
-rows (per-row L-BFGS, ``bayesalign.gp.inference``) 0.5 s at N* = 1,000 and 2.1 s at N* = 5,000, against
-8.8 s and 49.4 s for the former single L-BFGS on all rows (same accuracies at N* = 1,000).
-
-    python benchmarks/bench_mad.py [--n-star 1000 5000] [--threads 1]
+    python benchmarks/bench_mad.py [--n-star 1000 5000] [--threads 1] [--sparse]
 """
 
 from __future__ import annotations
@@ -41,7 +37,8 @@ def main(argv=None) -> int:
     import torch
 
     from bayesalign.datasets import mad_toy
-    from bayesalign.mad import MAD, evaluate
+    from bayesalign.mad import MAD
+    from bayesalign.metrics import evaluate
 
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -50,12 +47,12 @@ def main(argv=None) -> int:
         problem = mad_toy("linear_shared_private", seed=0, n=args.n_init + n_star)
         problem = problem.split_anchors(args.n_init, seed=0).shuffle_unaligned(seed=0)
         start = time.perf_counter()
-        mad = MAD(latent_dim=5, num_inducing=25, seed=0, max_iter=300, warmup_iters=100).fit(problem)
+        mad = MAD(latent_dim=5, num_inducing=25, seed=0, mrd_options=dict(max_iter=300, warmup_iters=100)).fit(problem)
         fit_total = time.perf_counter() - start
         t = mad.timings_
         print(f"N* = {n_star}: MRD fit {t['fit_seconds']:.1f} s, inference {t['infer_seconds']:.1f} s "
               f"(2 x {n_star} rows), fit() total {fit_total:.1f} s", flush=True)
-        sparse = True if args.sparse else None  # default: dense up to mad.SPARSE_ABOVE pairs (N* = 5,000)
+        sparse = True if args.sparse else None  # default: dense up to matching.matcher.SPARSE_ABOVE pairs
         for cost in ("mean", "likelihood"):
             t0 = time.perf_counter()
             al = mad.align(matcher="hungarian", cost=cost, sparse=sparse)

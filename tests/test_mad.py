@@ -137,7 +137,7 @@ def toy():
 
     problem = mad_toy("linear_shared", seed=0, n_anchors=10).shuffle_unaligned(seed=0)
     before = {v: problem.views[v].copy() for v in problem.views}, problem.anchors_between("Y1", "Y2").pairs.copy()
-    mad = MAD(latent_dim=3, num_inducing=10, seed=0, max_iter=150, warmup_iters=50).fit(problem)
+    mad = MAD(latent_dim=3, num_inducing=10, seed=0, mrd_options=dict(max_iter=150, warmup_iters=50)).fit(problem)
     return problem, mad, before
 
 
@@ -290,7 +290,7 @@ def test_fewer_anchors_than_latent_dimensions_pad_the_pca_initialisation():
 
     problem = mad_toy("linear_shared", seed=0, n=60).split_anchors(5, seed=0).shuffle_unaligned(seed=0)
     with pytest.warns(RuntimeWarning, match="5 anchors allow 4 PCA dimensions"):
-        mad = MAD(latent_dim=6, num_inducing=5, seed=0, max_iter=60, warmup_iters=20).fit(problem)
+        mad = MAD(latent_dim=6, num_inducing=5, seed=0, mrd_options=dict(max_iter=60, warmup_iters=20)).fit(problem)
     assert mad.model_.module_.q_mean.shape == (5, 6)
     assert evaluate(mad.align(), problem)["accuracy"] > 0.9  # measured: 1.0 (chance: 1/55)
 
@@ -303,3 +303,43 @@ def test_sparse_likelihood_path_widens_the_candidates_until_every_row_can_match(
     dense = mad.align(matcher="hungarian", cost="likelihood", sparse=False)
     assert len(sparse) == len(dense)
     assert abs(sparse.costs.sum() - dense.costs.sum()) <= 0.05 * abs(dense.costs.sum())
+
+
+# ----------------------------------------------------------------------------------------
+# The scikit-learn contract and the learned attributes
+# ----------------------------------------------------------------------------------------
+def test_mad_follows_the_estimator_contract():
+    from sklearn.base import clone
+
+    from bayesalign.mad import MAD
+
+    mad = MAD(latent_dim=4, seed=3, mrd_options={"max_iter": 7})
+    copy = clone(mad)
+    assert copy.get_params() == mad.get_params() and copy.mrd_options is not mad.mrd_options
+    assert copy.set_params(cost="mean", mrd_options={"init": "pca"}).get_params()["cost"] == "mean"
+    with pytest.warns(DeprecationWarning, match="mrd_options"):
+        old = MAD(latent_dim=4, max_iter=7)  # the deprecated spelling lands in mrd_options
+    assert old.mrd_options == {"max_iter": 7} and clone(old).mrd_options == {"max_iter": 7}
+    problem = _problem_with_anchors([(0, 0), (1, 1), (2, 2)])
+    with pytest.raises(ValueError, match="latent_dim must be a positive integer"):
+        MAD(latent_dim=0).fit(problem)
+    with pytest.raises(ValueError, match=r"mrd_options must not set \['seed'\]"):
+        MAD(mrd_options={"seed": 1}).fit(problem)
+
+
+def test_embedding_holds_every_row_and_matches_like_align(toy):
+    from bayesalign.matching import match
+
+    problem, mad, _ = toy
+    emb = mad.embedding_
+    assert emb.means["Y1"].shape == (100, 3) and emb.variances["Y2"].shape == (100, 3)
+    rows, mean, var = mad.posteriors_["Y2"]
+    np.testing.assert_array_equal(emb.means["Y2"][rows], mean)
+    np.testing.assert_array_equal(emb.shared_dims, mad.shared_dims("Y1", "Y2"))
+    anchors = mad.anchors_
+    # an anchor group is one latent point: the same q(x) in both views
+    np.testing.assert_array_equal(emb.means["Y1"][anchors[:, 0]], emb.means["Y2"][anchors[:, 1]])
+    al = mad.align(matcher="hungarian", cost="likelihood")
+    direct = match(emb, problem, matcher="hungarian", cost="likelihood")
+    assert al.pairs.tolist() == direct.pairs.tolist()
+    np.testing.assert_allclose(al.probabilities, direct.probabilities)

@@ -14,6 +14,9 @@ from scipy.special import expit
 
 from bayesalign import matching as m
 from bayesalign.data import Alignment
+from bayesalign.matching import costs as costs_module
+from bayesalign.matching.assignment import _dual_potentials, _solve_graph
+from bayesalign.matching.costs import _PointCosts
 
 
 # ----------------------------------------------------------------------------------------
@@ -129,8 +132,8 @@ def test_sparse_equals_dense_on_point_sets(metric, shape, certificate, monkeypat
     A, B = noisy_permutation(*shape, d=3, noise=0.3, seed=shape[0] + shape[1])
     dense = m.assign(A, B, method="dense", metric=metric)
     if certificate == "ball queries":  # blocks so small that the KD-tree path is taken
-        monkeypatch.setattr(m, "_BLOCK_ENTRIES", 1 << 13)
-        monkeypatch.setattr(m, "_block_suspects", lambda *args: pytest.fail("used the block scan"))
+        monkeypatch.setattr(costs_module, "_BLOCK_ENTRIES", 1 << 13)
+        monkeypatch.setattr(costs_module, "_block_suspects", lambda *args: pytest.fail("used the block scan"))
     sparse = m.assign(A, B, method="sparse", k=3, metric=metric)
     assert sparse.info["certified"] and not sparse.info["fallback"]
     assert is_matching(sparse) and len(sparse) == min(shape)
@@ -183,7 +186,7 @@ def test_sparse_recovers_optimum_outside_the_nearest_neighbours():
     A = np.array([[0.0], [0.01], [0.02], [10.0]])
     B = np.array([[0.005], [0.015], [6.0], [20.0]])
     C = m.pairwise_costs(A, B, "sqeuclidean")
-    ei, ej = m._PointCosts(A, B, "sqeuclidean").knn(1)
+    ei, ej = _PointCosts(A, B, "sqeuclidean").knn(1)
     dense = m.linear_assignment(C)
     optimum_pairs = {tuple(p) for p in dense.pairs}
     assert not optimum_pairs <= set(zip(ei.tolist(), ej.tolist()))  # the optimum is not among the candidates
@@ -230,8 +233,8 @@ def test_dual_potentials_prove_optimality():
     mask[np.arange(n_a), rng.permutation(n_b)[:n_a]] = True
     ei, ej = np.nonzero(mask)
     ec = C[ei, ej]
-    sigma = m._solve_graph(n_a, n_b, ei, ej, ec)
-    u, v = m._dual_potentials(n_b, ei, ej, ec, sigma, 1e-12)
+    sigma = _solve_graph(n_a, n_b, ei, ej, ec)
+    u, v = _dual_potentials(n_b, ei, ej, ec, sigma, 1e-12)
     primal = C[np.arange(n_a), sigma].sum()
     assert u.sum() + v.sum() == pytest.approx(primal, rel=1e-10)
     assert np.all(ec - u[ei] - v[ej] >= -1e-10)
@@ -242,8 +245,8 @@ def test_dual_potentials_prove_optimality():
 def test_sparse_path_memory_is_blockwise(monkeypatch):
     import tracemalloc
 
-    monkeypatch.setattr(m, "_BLOCK_ENTRIES", 1 << 14)
-    monkeypatch.setattr(m._PointCosts, "dense", lambda self: pytest.fail("formed the dense matrix"))
+    monkeypatch.setattr(costs_module, "_BLOCK_ENTRIES", 1 << 14)
+    monkeypatch.setattr(_PointCosts, "dense", lambda self: pytest.fail("formed the dense matrix"))
     A, B = noisy_permutation(1500, 1500, d=3, noise=0.3, seed=9)
     tracemalloc.start()
     al = m.assign(A, B, method="sparse", k=5)
@@ -453,3 +456,70 @@ def test_sparse_sinkhorn_on_all_pairs_equals_the_dense_marginals(shape, cost_lim
     np.testing.assert_allclose(sparse.toarray(), dense, atol=1e-7)
     # the smaller view's rows (or, with a dustbin, every row with its dustbin share) sum to at most 1
     assert dense.sum(axis=1).max() <= 1 + 1e-9 and dense.sum(axis=0).max() <= 1 + 1e-9
+
+
+# ----------------------------------------------------------------------------------------
+# Matching an embedding (matching.match)
+# ----------------------------------------------------------------------------------------
+def test_marginal_assignment_match_all_uses_pairs_of_zero_probability():
+    P = np.array([[0.9, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # rows 1, 2: probabilities underflowed
+    assert m.marginal_assignment(P).pairs.tolist() == [[0, 0]]  # a pair with P = 0 never gains
+    full = m.marginal_assignment(P, match_all=True)
+    assert len(full) == 3 and full.pairs[0].tolist() == [0, 0]
+    sparse_full = m.marginal_assignment(sp.csr_matrix((np.r_[0.9, 0.0, 0.0], ([0, 1, 2], [0, 2, 1])), shape=(3, 3)),
+                                        match_all=True)
+    assert sparse_full.pairs.tolist() == [[0, 0], [1, 2], [2, 1]]  # explicit zeros are candidate pairs
+
+
+def test_match_sinkhorn_matcher_matches_every_row_without_cost_limit(monkeypatch):
+    # issue 16: above DENSE_SINKHORN_MAX pairs (lowered here to keep the test small) the probabilities live
+    # on kNN candidates; half of view b sits far away, so its rows' nearest rows of a are the same few: a
+    # full matching needs more candidates, and the matching must use pairs whose probability underflowed to 0
+    from bayesalign.data import AlignmentProblem, LatentEmbedding
+    from bayesalign.matching import matcher as match_module
+
+    monkeypatch.setattr(match_module, "DENSE_SINKHORN_MAX", 100)
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(40, 2))
+    b = a + 0.01 * rng.normal(size=a.shape)
+    b[20:] += 5.0
+    problem = AlignmentProblem({"a": a, "b": b})
+    al = m.match(LatentEmbedding({"a": a, "b": b}), problem, matcher="sinkhorn")
+    assert "kNN candidate" in al.info["probability"]
+    assert len(al) == 40 and np.unique(al.index_b).size == 40
+    # it is the full matching with the most expected correct pairs: at least the Hungarian matching's
+    hungarian = m.match(LatentEmbedding({"a": a, "b": b}), problem, matcher="hungarian")
+    assert al.probabilities.sum() >= hungarian.probabilities.sum() - 1e-9
+
+
+def test_match_probabilities_for_many_rows_use_the_sparse_path():
+    # the kNN Sinkhorn path: a noisy permutation of 3000 rows; the probabilities of the right pairs are high
+    from bayesalign.data import AlignmentProblem, LatentEmbedding
+
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(3000, 3))
+    perm = rng.permutation(3000)
+    b = np.empty_like(a)
+    b[perm] = a + 0.01 * rng.normal(size=a.shape)
+    problem = AlignmentProblem({"a": a, "b": b})
+    al = m.match(LatentEmbedding({"a": a, "b": b}), problem, sparse=True)
+    assert (al.index_b == perm[al.index_a]).mean() > 0.95
+    assert al.info["certified"] and "kNN candidate" in al.info["probability"]
+    assert al.probabilities[al.index_b == perm[al.index_a]].mean() > 0.9
+
+
+def test_match_posterior_temperature_and_likelihood_cost():
+    # with variances, T follows the posterior rule: 1 for the likelihood cost, 2 (s_a + s_b) for the mean cost
+    from bayesalign.data import AlignmentProblem, LatentEmbedding
+
+    x = np.arange(5.0)[:, None]
+    var = np.full_like(x, 0.1)
+    emb = LatentEmbedding({"a": x, "b": x[::-1]}, variances={"a": var, "b": var})
+    problem = AlignmentProblem({"a": x, "b": x})
+    lik = m.match(emb, problem, cost="likelihood")
+    mean = m.match(emb, problem, cost="mean")
+    assert lik.info["temperature"] == 1.0 and mean.info["temperature"] == pytest.approx(0.4)
+    assert lik.to_permutation().tolist() == mean.to_permutation().tolist() == [4, 3, 2, 1, 0]
+    np.testing.assert_allclose(lik.costs, 0.5 * np.log(2 * np.pi * 0.2))  # -log N(0; 0, 0.2) per pair
+    with pytest.raises(ValueError, match="needs posterior variances"):
+        m.match(LatentEmbedding({"a": x, "b": x}), problem, cost="likelihood")

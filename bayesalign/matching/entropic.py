@@ -1,0 +1,401 @@
+"""Match probabilities: entropic optimal transport (Sinkhorn, with a dustbin), perturb-and-MAP, and the
+matching that maximises the expected number of correct pairs under them.
+
+Dense Sinkhorn is POT's log-domain solver (``ot.bregman.sinkhorn_log``) on the augmented marginals;
+the sparse one (candidate pairs only) is our own, because POT has no Sinkhorn on a sparse support.
+Both share one epsilon-scaling schedule (:func:`_epsilon_scaling`) and one augmentation (:func:`_slack`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+import ot
+import scipy.sparse as sp
+
+from .._utils import as_rng
+from ..data import Alignment
+from .assignment import DEFAULT_VIEWS, _make_alignment, _solve_dense, sparse_assignment
+from .costs import _check_cost, _check_limit
+
+__all__ = ["PerturbAndMapResult", "SinkhornResult", "marginal_assignment", "perturb_and_map", "sinkhorn",
+           "sinkhorn_marginals", "sparse_sinkhorn"]
+
+#: Marginal tolerance of the intermediate (warm-start) temperatures of epsilon scaling.
+_STAGE_TOL = 1e-2
+#: Dense Sinkhorn sweeps between two checks of the marginal error.
+_CHECK_EVERY = 10
+
+
+class SinkhornResult(NamedTuple):
+    """Output of :func:`sinkhorn`."""
+
+    marginals: np.ndarray  # [n_a, n_b] P(i matched to j)
+    unmatched_a: np.ndarray  # [n_a] P(i unmatched) = 1 - sum_j P_ij
+    unmatched_b: np.ndarray  # [n_b]
+    log_potentials: tuple  # (alpha [n_a (+1)], beta [n_b (+1)]), P = exp(alpha + beta - C / T)
+    n_iter: int
+    error: float  # largest |column mass / target - 1| at exit (rows are exact)
+    converged: bool
+
+
+
+def _slack(n_a: int, n_b: int, cost_limit):
+    """The augmentation that turns the matching constraints into equality marginals.
+
+    Returns (row_mass, col_mass, cost): the mass of an extra row and of an extra column (0: none)
+    and their cost to every real point. With ``cost_limit`` L: SuperGlue's dustbins, a row of mass
+    n_b and a column of mass n_a at cost L/2 (zero where they meet). Without: a slack row or column
+    at cost 0 that takes the larger view's surplus |n_b - n_a|.
+    """
+    if cost_limit is not None:
+        return float(n_b), float(n_a), 0.5 * float(cost_limit)
+    return float(max(n_b - n_a, 0)), float(max(n_a - n_b, 0)), 0.0
+
+
+def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int, solve):
+    """Sinkhorn along temperatures halving from the cost spread down to T, warm-started (Schmitzer 2019).
+
+    The plain iteration needs O(spread / T) sweeps at a low temperature; each stage starts from the
+    last one's potentials. ``solve(temp, f, g, stage_tol, budget) -> (f, g, sweeps)`` runs one stage
+    (potentials f, g in cost units, None at the start). Returns (f, g, sweeps in all).
+    """
+    temperatures = [float(temperature)]
+    while temperatures[-1] * 2 < spread:
+        temperatures.append(temperatures[-1] * 2)
+    f = g = None
+    done = 0
+    for stage, temp in enumerate(reversed(temperatures)):
+        last = stage == len(temperatures) - 1
+        if done >= n_iter and f is not None:
+            break
+        f, g, sweeps = solve(temp, f, g, tol if last else max(tol, _STAGE_TOL), max(n_iter - done, 1))
+        done += sweeps
+    return f, g, done
+
+
+def _column_error(col_mass, target) -> float:
+    """Largest relative violation |mass / target - 1| of the column marginals."""
+    return float(np.max(np.abs(col_mass / target - 1.0))) if target.size else 0.0
+
+
+def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000, tol: float = 1e-9
+             ) -> SinkhornResult:
+    r"""Soft assignment by entropic optimal transport, in the log domain (Cuturi 2013).
+
+    Solves :math:`\min_P \langle C, P\rangle - T\,H(P)` over match-marginal matrices P >= 0:
+
+    * square, no limit: rows and columns sum to 1 (doubly stochastic);
+    * rectangular, no limit: the smaller view's rows sum to 1, the larger view's to at most 1:
+      a slack row (or column) at cost 0 takes the larger view's surplus mass |n_b - n_a|
+      (as T -> 0 this is the rectangular assignment's linear programme);
+    * with ``cost_limit = L``: SuperGlue's dustbin (Sarlin et al. 2020, section 3.2): an extra
+      row and column with cost L/2 (zero where they meet) and masses n_b and n_a, so every
+      point is matched or left in the dustbin with total probability 1.
+
+    The augmented problem has plain equality marginals, solved by POT's log-domain Sinkhorn
+    (``ot.bregman.sinkhorn_log``: :math:`\alpha = \log a - \operatorname{LSE}_j(\beta_j - C_{ij}/T)`
+    and the same for :math:`\beta`, :math:`P_{ij} = \exp(\alpha_i + \beta_j - C_{ij}/T)`), warm-started
+    along temperatures halving from the cost spread down to T (epsilon scaling, Schmitzer 2019):
+    large costs or small temperatures underflow to 0, never NaN. As
+    T -> 0 the marginals tend to the optimal assignment of :func:`linear_assignment` (with
+    the same ``cost_limit``). The (n_a, n_b) marginal matrix is the output, so this is dense by
+    nature: O(n_a n_b) memory and time per iteration. To use a log-kernel K instead of costs,
+    pass ``cost=-K, temperature=1``.
+
+    Parameters
+    ----------
+    cost : array (n_a, n_b), finite
+    temperature : float > 0
+        T above (the entropic regularisation, in units of cost).
+    cost_limit : float, optional
+        L above (dustbin).
+    n_iter, tol : int, float
+        Maximum iterations (over all temperature stages); tolerance on the marginal error, the
+        largest |column mass / target - 1| (the rows are exact after each iteration).
+
+    Returns
+    -------
+    SinkhornResult
+        ``marginals`` (n_a, n_b), ``unmatched_a`` / ``unmatched_b`` (dustbin or leftover
+        mass), ``log_potentials``, ``n_iter``, ``error``, ``converged``. A RuntimeWarning is
+        issued if not converged.
+
+    Examples
+    --------
+    >>> res = sinkhorn([[0.0, 1.0], [1.0, 0.0]], temperature=1.0)
+    >>> round(float(res.marginals[0, 0]), 4), res.converged   # e / (1 + e)
+    (0.7311, True)
+    """
+    cost = _check_cost(cost, allow_inf=False)
+    temperature = float(temperature)
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    limit = _check_limit(cost_limit)
+    n_a, n_b = cost.shape
+    row_mass, col_mass, slack_cost = _slack(n_a, n_b, limit)
+    a, b = np.ones(n_a), np.ones(n_b)
+    if col_mass:
+        cost, b = np.hstack([cost, np.full((n_a, 1), slack_cost)]), np.r_[b, col_mass]  # [n_a, n_b + 1]
+    if row_mass:
+        corner = [0.0] if col_mass else []
+        cost, a = np.vstack([cost, np.r_[np.full(n_b, slack_cost), corner]]), np.r_[a, row_mass]
+
+    def solve(temp, f, g, stage_tol, budget):
+        # POT stops on the L2 norm of the column error; we stop on its largest entry (as the sparse path),
+        # checked on the plan POT returns after every _CHECK_EVERY sweeps
+        warm = None if f is None else (f / temp, g / temp)
+        sweeps = 0
+        while sweeps < budget:
+            chunk = min(_CHECK_EVERY, budget - sweeps)
+            with np.errstate(over="ignore"):  # POT's own marginal check may overflow before the potentials settle
+                plan, log = ot.bregman.sinkhorn_log(a, b, cost, temp, numItermax=chunk, stopThr=0.0, log=True,
+                                                    warn=False, warmstart=warm)
+            sweeps += chunk
+            warm = (log["log_u"], log["log_v"])
+            if _column_error(plan.sum(0), b) <= stage_tol:
+                break
+        return temp * warm[0], temp * warm[1], sweeps
+
+    f, g, n_done = _epsilon_scaling(float(cost.max() - cost.min()), temperature, tol, int(n_iter), solve)
+    alpha, beta = f / temperature, g / temperature
+    plan = np.exp(cost / -temperature + alpha[:, None] + beta[None, :])  # [n_a (+1), n_b (+1)]
+    error = _column_error(plan.sum(0), b)
+    converged = error <= tol
+    if not converged:
+        warnings.warn(f"sinkhorn did not converge in {n_iter} iterations (marginal error {error:.2e}); "
+                      "raise n_iter or the temperature", RuntimeWarning, stacklevel=2)
+    marginals = plan[:n_a, :n_b]
+    return SinkhornResult(marginals, np.clip(1.0 - marginals.sum(1), 0.0, 1.0),
+                          np.clip(1.0 - marginals.sum(0), 0.0, 1.0), (alpha, beta), n_done, error, converged)
+
+
+class _Segments:
+    """Edges grouped by a segment id (a row or a column), for segmented reductions by ``reduceat``."""
+
+    def __init__(self, ids, n_segments: int):
+        self.order = np.argsort(ids, kind="stable")
+        counts = np.bincount(ids, minlength=n_segments)
+        self.present = counts > 0
+        self.starts = np.r_[0, np.cumsum(counts)[:-1]][self.present]
+        self.counts = counts[self.present]
+        self.n = n_segments
+
+    def logsumexp(self, values) -> np.ndarray:
+        """log sum exp of ``values`` per segment: [n_segments] (-inf for a segment without edges).
+
+        Own code: scipy.special.logsumexp has no segmented (ragged) form.
+        """
+        v = values[self.order]
+        out = np.full(self.n, -np.inf)
+        if not v.size:
+            return out
+        top = np.maximum.reduceat(v, self.starts)
+        top = np.where(np.isfinite(top), top, 0.0)
+        out[self.present] = top + np.log(np.add.reduceat(np.exp(v - np.repeat(top, self.counts)), self.starts))
+        return out
+
+
+def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):
+    """Log-domain Sinkhorn on the candidate pairs only: (csr marginals [n_a, n_b], marginal error).
+
+    The sparse counterpart of :func:`sinkhorn` for candidate pairs (e.g. k nearest neighbours):
+    the same problem, augmentation and epsilon scaling, with exp(-C/T) set to 0 outside the
+    candidate pairs. Memory and time per sweep O(edges). Stops at ``tol`` (largest
+    |column mass / target - 1|) or after ``n_iter`` sweeps in all; rows / columns above 1 are
+    then scaled down, as in :func:`sinkhorn_marginals`. Our own: POT has no sparse Sinkhorn.
+    """
+    n_a, n_b = shape
+    cost = np.asarray(cost, np.float64)  # [E]
+    ei, ej = np.asarray(ei, np.int64), np.asarray(ej, np.int64)
+    row_mass, col_mass, slack_cost = _slack(n_a, n_b, cost_limit)
+    a, b = np.ones(n_a), np.ones(n_b)
+    if col_mass:  # slack column n_b
+        ei, ej = np.r_[ei, np.arange(n_a)], np.r_[ej, np.full(n_a, n_b)]
+        cost, b = np.r_[cost, np.full(n_a, slack_cost)], np.r_[b, col_mass]
+    if row_mass:  # slack row n_a (and the corner, at 0, when both)
+        corner = np.array([n_b] if col_mass else [], np.int64)
+        ei, ej = np.r_[ei, np.full(n_b + corner.size, n_a)], np.r_[ej, np.arange(n_b), corner]
+        cost, a = np.r_[cost, np.full(n_b, slack_cost), np.zeros(len(corner))], np.r_[a, row_mass]
+    log_a, log_b = np.log(a), np.log(b)
+    by_row, by_col = _Segments(ei, a.size), _Segments(ej, b.size)
+
+    def solve(temp, f, g, stage_tol, budget):
+        logk = cost / -temp  # [E]
+        alpha = np.zeros(a.size) if f is None else f / temp
+        beta = np.zeros(b.size) if g is None else g / temp
+        sweeps = 0
+        while sweeps < budget:
+            sweeps += 1
+            beta = log_b - by_col.logsumexp(logk + alpha[ei])
+            alpha = log_a - by_row.logsumexp(logk + beta[ej])
+            col = np.bincount(ej, np.exp(logk + alpha[ei] + beta[ej]), minlength=b.size)
+            if _column_error(col, b) <= stage_tol:
+                break
+        return temp * alpha, temp * beta, sweeps
+
+    spread = float(cost.max() - cost.min()) if cost.size else 0.0
+    f, g, _ = _epsilon_scaling(spread, float(temperature), tol, int(n_iter), solve)
+    plan = np.exp(cost / -float(temperature) + (f[ei] + g[ej]) / float(temperature))  # [E]
+    error = _column_error(np.bincount(ej, plan, minlength=b.size), b)
+    keep = (ei < n_a) & (ej < n_b)
+    P = sp.csr_matrix((plan[keep], (ei[keep], ej[keep])), shape=(n_a, n_b))
+    row_sum = np.asarray(P.sum(1)).ravel()
+    P = sp.diags(1.0 / np.maximum(row_sum, 1.0)) @ P
+    col_sum = np.asarray(P.sum(0)).ravel()
+    P = sp.csr_matrix(P @ sp.diags(1.0 / np.maximum(col_sum, 1.0)))
+    return P, error
+
+
+def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):
+    """Sinkhorn match marginals of exp(-C / T) (dustbin with ``cost_limit``) and the marginal error.
+
+    Near-hard problems (tiny posterior variances, hence costs spanning thousands of
+    temperatures) make Sinkhorn converge sublinearly, and probabilities need no more than
+    about 1e-2: iterations stop at ``tol`` or after ``n_iter``, the remaining error is
+    returned (MAD puts it in ``info["sinkhorn_error"]``) instead of warned about, and any row
+    or column that still sums above 1 (by at most that error) is scaled down to 1, so the
+    result is always a sub-stochastic matrix.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="sinkhorn did not converge")
+        soft = sinkhorn(C, temperature=temperature, cost_limit=cost_limit, n_iter=n_iter, tol=tol)
+    P = soft.marginals  # [n_a, n_b]
+    P = P / np.maximum(P.sum(1, keepdims=True), 1.0)
+    P = P / np.maximum(P.sum(0, keepdims=True), 1.0)
+    return P, float(soft.error)
+
+
+class PerturbAndMapResult(NamedTuple):
+    """Output of :func:`perturb_and_map`."""
+
+    frequencies: sp.csr_matrix  # [n_a, n_b] fraction of samples that matched i to j
+    permutations: np.ndarray  # [S, n_a] column matched to each row per sample, -1 if none
+    unmatched_a: np.ndarray  # [n_a] fraction of samples leaving i unmatched
+    unmatched_b: np.ndarray  # [n_b]
+
+
+def perturb_and_map(cost, n_samples: int = 100, temperature: float = 1.0, cost_limit=None, seed=0
+                    ) -> PerturbAndMapResult:
+    r"""Random assignments by perturb-and-MAP (Papandreou & Yuille 2011).
+
+    Each sample solves the assignment of Gumbel-perturbed costs,
+
+    .. math:: \sigma^{(s)} = \arg\min_\sigma \sum_i \bigl(C_{i\sigma(i)} - T\,G^{(s)}_{i\sigma(i)}\bigr),
+              \qquad G^{(s)}_{ij} \sim \text{Gumbel}(0, 1) \text{ i.i.d.},
+
+    with :func:`linear_assignment` (the ``cost_limit`` penalty is not perturbed). Independent
+    noise on every pair does not give exactly the Gibbs distribution
+    :math:`p(\sigma) \propto \exp(-\sum_i C_{i\sigma(i)}/T)` (that would need one Gumbel per
+    permutation); it is the cheap low-order perturbation of the paper. Returns the empirical
+    pair frequencies, an estimate of the match marginals. Cost: S dense solves (about 0.1 s
+    each at N = 1000) and a dense (n_a, n_b) noise buffer.
+
+    Examples
+    --------
+    >>> res = perturb_and_map([[0.0, 5.0], [5.0, 0.0]], n_samples=50, temperature=0.5, seed=0)
+    >>> res.frequencies.toarray().tolist(), res.permutations.shape
+    ([[1.0, 0.0], [0.0, 1.0]], (50, 2))
+    """
+    cost = _check_cost(cost)
+    limit = _check_limit(cost_limit)
+    temperature = float(temperature)
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    n_samples = int(n_samples)
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be positive, got {n_samples}")
+    rng = as_rng(seed)
+    n_a, n_b = cost.shape
+    permutations = np.full((n_samples, n_a), -1, dtype=np.int64)
+    perturbed = np.empty_like(cost)  # [n_a, n_b], reused
+    for s in range(n_samples):
+        # G = -log E with E ~ Exp(1) is Gumbel(0, 1): one log per entry, no temporaries
+        rng.standard_exponential(out=perturbed)
+        np.log(perturbed, out=perturbed)  # = -G
+        perturbed *= temperature
+        perturbed += cost  # C - T G
+        rows, cols = _solve_dense(perturbed, limit)
+        permutations[s, rows] = cols
+    hit = permutations >= 0
+    rows = np.broadcast_to(np.arange(n_a), permutations.shape)[hit]
+    counts = sp.csr_matrix((np.ones(rows.size), (rows, permutations[hit])), shape=(n_a, n_b))
+    counts.sum_duplicates()
+    frequencies = counts / n_samples
+    return PerturbAndMapResult(sp.csr_matrix(frequencies), permutations, 1.0 - hit.mean(0),
+                               1.0 - np.asarray(frequencies.sum(0)).ravel())
+
+
+def marginal_assignment(marginals, cost=None, min_probability: float = 0.0, views=DEFAULT_VIEWS,
+                        match_all: bool = False) -> Alignment:
+    r"""The one-to-one matching that maximises the expected number of correct pairs.
+
+    Given match marginals :math:`P_{ij}` (from :func:`sinkhorn` or :func:`perturb_and_map`),
+    the expected number of correct pairs of a matching M is :math:`\sum_{(i,j)\in M} P_{ij}`
+    (linearity of expectation), so the minimum-Bayes-risk matching under a per-pair 0-1 loss
+    solves
+
+    .. math:: \max_{M \text{ partial matching}} \sum_{(i,j) \in M} \bigl(P_{ij} - p_0\bigr),
+
+    an assignment with ``cost_limit`` (:func:`linear_assignment` on :math:`-P` with limit
+    :math:`-p_0`): a pair is made only if its probability exceeds ``min_probability`` = p_0
+    (a larger p_0 trades recall for precision). Sparse marginals are solved on their
+    non-zeros (a pair with P = 0 can never gain), so no dense matrix is formed.
+
+    With ``match_all`` every point of the smaller view is matched (the best full matching,
+    as the Hungarian matcher without a ``cost_limit``): pairs whose probability underflowed
+    to 0 may then be needed. For sparse marginals the stored entries (explicit zeros
+    included) are the candidate pairs and must admit such a matching.
+
+    Returns an Alignment whose ``probabilities`` are the chosen :math:`P_{ij}` and whose
+    ``costs`` are ``cost[i, j]`` if ``cost`` is given, else :math:`1 - P_{ij}`.
+
+    Examples
+    --------
+    >>> P = [[0.7, 0.3, 0.0], [0.3, 0.6, 0.1], [0.0, 0.1, 0.9]]
+    >>> al = marginal_assignment(P)
+    >>> al.to_permutation().tolist(), al.probabilities.tolist()
+    ([0, 1, 2], [0.7, 0.6, 0.9])
+    """
+    p0 = float(min_probability)
+    if not 0.0 <= p0 < 1.0:
+        raise ValueError(f"min_probability must be in [0, 1), got {min_probability}")
+    if match_all and p0 > 0:
+        raise ValueError("match_all matches every point of the smaller view; it takes no min_probability")
+    limit = None if match_all else -p0
+    if sp.issparse(marginals):
+        coo = sp.coo_matrix(marginals)
+        coo.sum_duplicates()
+        keep = coo.data >= 0 if match_all else coo.data > p0
+        P = sp.csr_matrix((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=coo.shape)
+        if (P.data > 1 + 1e-9).any() or (coo.data < 0).any():
+            raise ValueError("marginals must lie in [0, 1]")
+        shape = P.shape
+        if P.nnz:
+            al = sparse_assignment(sp.csr_matrix((-P.data, P.indices, P.indptr), shape=shape), cost_limit=limit,
+                                   views=views)
+            rows, cols = al.index_a, al.index_b
+        else:
+            rows = cols = np.zeros(0, np.int64)
+        probs = np.asarray(P[rows, cols]).ravel() if rows.size else np.zeros(0)
+    else:
+        P = _check_cost(marginals, "marginals", allow_inf=False)
+        if (P < 0).any() or (P > 1 + 1e-9).any():
+            raise ValueError("marginals must lie in [0, 1]")
+        shape = P.shape
+        rows, cols = _solve_dense(-P, limit)
+        probs = P[rows, cols]
+    probs = np.clip(probs, 0.0, 1.0)
+    if cost is not None:
+        cost = _check_cost(cost)
+        if cost.shape != shape:
+            raise ValueError(f"cost has shape {cost.shape}, the marginals {shape}")
+        pair_costs = cost[rows, cols]
+    else:
+        pair_costs = 1.0 - probs
+    return _make_alignment(rows, cols, pair_costs, shape, views, "marginal", probabilities=probs,
+                           expected_correct=float(probs.sum()), min_probability=p0,
+                           match_all=bool(match_all))
+

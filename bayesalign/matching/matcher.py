@@ -1,0 +1,280 @@
+"""Match the rows of two views in a latent embedding: the last step of every method.
+
+:func:`match` takes a :class:`~bayesalign.data.LatentEmbedding` (spectral coordinates, or MAD's
+posteriors with their variances) and the problem it came from, forms the costs between the rows
+of views a and b that are not anchored to each other, and returns an
+:class:`~bayesalign.data.Alignment` with per-pair probabilities. Up to ``SPARSE_ABOVE`` candidate
+pairs the costs are a dense matrix; above, only the k nearest neighbours of every row are
+candidates and no (n_a, n_b) matrix is formed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.spatial import cKDTree
+
+from ..data import Alignment, AlignmentProblem, LatentEmbedding
+from .assignment import _has_full_matching, assign, linear_assignment, myopic_assignment, sparse_assignment
+from .costs import knn_edges, likelihood_cost, mean_distance_cost, pair_costs
+from .entropic import marginal_assignment, perturb_and_map, sinkhorn_marginals, sparse_sinkhorn
+
+__all__ = ["COSTS", "MATCHERS", "candidate_rows", "match", "nearest_cost_temperature", "posterior_temperature"]
+
+MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
+COSTS = ("likelihood", "mean")
+#: The sparse (kNN candidate) path above this many candidate pairs n_a * n_b (a 200 MB cost matrix);
+#: below it the dense solver is the faster one (``benchmarks/bench_mad.py``, benchmarks/RESULTS.md).
+SPARSE_ABOVE = 25_000_000
+#: Above this many pairs the Sinkhorn probabilities use the kNN candidate pairs even in the dense path:
+#: on near-hard costs the dense iteration needs thousands of sweeps of the whole matrix.
+DENSE_SINKHORN_MAX = 250_000
+SINKHORN_NEIGHBORS = 10
+#: Largest marginal error for Sinkhorn marginals to be used as probabilities of a deterministic embedding.
+SINKHORN_TOLERANCE = 1e-3
+
+
+def candidate_rows(problem: AlignmentProblem, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a and b that are in no anchor pair between a and b (the rows to be matched)."""
+    anchors = problem.anchors_between(a, b)
+    rows_a = np.setdiff1d(np.arange(problem.views.n_samples[a]), anchors.index_a)
+    rows_b = np.setdiff1d(np.arange(problem.views.n_samples[b]), anchors.index_b)
+    return rows_a, rows_b
+
+
+def nearest_cost_temperature(points_a, points_b) -> float:
+    """The median squared distance from a point to its nearest point of the other view (both directions).
+
+    A typical nearest match then costs about T, a scale-free choice for exp(-cost / T); found by
+    KD-tree queries (no dense matrix). A floor (1e-12 of the squared diameter) keeps it positive when
+    many points coincide.
+
+    >>> nearest_cost_temperature(np.array([[0.0], [3.0]]), np.array([[1.0], [3.0]]))
+    0.5
+    """
+    nearest = np.concatenate([cKDTree(points_b).query(points_a, k=1)[0], cKDTree(points_a).query(points_b, k=1)[0]])
+    nearest = nearest ** 2
+    both = np.vstack([points_a, points_b])
+    diameter2 = float(((both.max(0) - both.min(0)) ** 2).sum())  # bounds every squared distance
+    floor = max(1e-12 * diameter2, np.finfo(float).tiny)
+    return max(float(np.median(nearest)), floor)
+
+
+def posterior_temperature(cost: str, var_a, var_b) -> float:
+    """T of the costs between posteriors with variances var_a, var_b (n, q).
+
+    1 for the likelihood cost (the Gibbs distribution of the permutation posterior); 2 (s_a + s_b)
+    for the mean cost, with s the average posterior variances, which makes exp(-D**/T) the
+    likelihood of the same model with every variance equal to its mean.
+    """
+    if cost == "likelihood":
+        return 1.0
+    return float(2.0 * (var_a.mean() + var_b.mean()))
+
+
+def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None, *, matcher: str = "hungarian",
+          cost: str = "mean", cost_limit=None, temperature: float | None = None, dims=None, rows_a=None,
+          rows_b=None, sparse: bool | None = None, n_neighbors: int = 10, order=None, n_samples: int = 100,
+          seed=None, method: str = "") -> Alignment:
+    """Match the not-anchored rows of views a and b in an embedding, with per-pair probabilities.
+
+    Costs (``cost``): ``"mean"``, the squared Euclidean distance between the coordinates (MAD's
+    D**, :func:`~bayesalign.matching.mean_distance_cost`); ``"likelihood"``, the match negative
+    log-likelihood of two Gaussian posteriors (:func:`~bayesalign.matching.likelihood_cost`; the
+    embedding must carry variances). Matchers: ``"hungarian"`` (optimal assignment), ``"myopic"``
+    (the rows of b arrive in ``order`` and take the nearest free row of a), ``"sinkhorn"`` and
+    ``"perturb"`` (the matching with the most expected correct pairs under the Sinkhorn marginals
+    or the perturb-and-MAP frequencies). Every pair carries a probability: the Sinkhorn marginal
+    of exp(-cost / T) (the sampled frequency for ``"perturb"``). Without ``cost_limit`` every row
+    of the smaller side is matched, by every matcher; with it a row stays unmatched rather than
+    pay more than the limit, and the probabilities have a dustbin (Sarlin et al. 2020).
+
+    Parameters
+    ----------
+    embedding : LatentEmbedding
+    problem : AlignmentProblem
+        Its anchors say which rows are already matched.
+    a, b : view names (default the first two views of the problem)
+    matcher, cost : see above
+    cost_limit : float, optional
+    temperature : float, optional
+        T. Default: from the variances for a Bayesian embedding (1 for the likelihood cost,
+        2 (s_a + s_b) for the mean cost, s the average variances); else the median nearest cost
+        (:func:`nearest_cost_temperature`), doubled while Sinkhorn does not converge to
+        ``SINKHORN_TOLERANCE`` at it (so the probabilities are proper marginals).
+    dims : int array, optional
+        Latent dimensions to compare (default ``embedding.shared_dims``).
+    rows_a, rows_b : int arrays, optional
+        The rows to match (default: those in no anchor pair between a and b).
+    sparse : bool, optional
+        Candidate pairs only (each row's ``n_neighbors`` nearest rows, both directions, more where
+        needed for every row to be matched): the Hungarian matching is then certified optimal for
+        the mean cost (:func:`~bayesalign.matching.assign`) and optimal over the candidates for the
+        likelihood cost, and the probabilities are Sinkhorn marginals on the candidates (mass
+        beyond the k-th neighbour is neglected). Default: when n_a * n_b > ``SPARSE_ABOVE``.
+        ``"perturb"`` and ``"myopic"`` with the likelihood cost need the dense path.
+    order : int array, optional
+        Arrival order of the rows of b for ``"myopic"`` (positions in ``rows_b``).
+    n_samples, seed : perturb-and-MAP samples and seed.
+    method : str
+        Stored in the Alignment.
+
+    Returns
+    -------
+    Alignment
+        Pairs in the problem's row indices (candidates = the rows matched), their costs and
+        probabilities; ``info`` holds the temperature and where it came from, the matcher,
+        the cost, ``cost_limit`` and how the probabilities were computed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.arange(4.0)[:, None]
+    >>> problem = AlignmentProblem({"a": x, "b": x[::-1]})
+    >>> al = match(LatentEmbedding({"a": x, "b": x[::-1]}), problem)
+    >>> al.to_permutation().tolist(), bool(al.probabilities.min() > 0.5)
+    ([3, 2, 1, 0], True)
+    """
+    if matcher not in MATCHERS:
+        raise ValueError(f"matcher must be one of {MATCHERS}, got {matcher!r}")
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+    names = problem.views.names
+    a = names[0] if a is None else problem.views.name_of(a)
+    b = (names[1] if a != names[1] else names[0]) if b is None else problem.views.name_of(b)
+    if a == b:
+        raise ValueError(f"matching needs two different views, got {a!r} twice")
+    for view in (a, b):
+        if view not in embedding.means:
+            raise ValueError(f"the embedding has no coordinates for view {view!r}")
+    default_a, default_b = candidate_rows(problem, a, b)
+    rows_a = default_a if rows_a is None else np.asarray(rows_a, np.int64)
+    rows_b = default_b if rows_b is None else np.asarray(rows_b, np.int64)
+    dims = embedding.shared_dims if dims is None else np.asarray(dims, np.int64)
+    bayesian = embedding.variances is not None or embedding.covariances is not None
+    if cost == "likelihood" and not bayesian:
+        raise ValueError("the likelihood cost needs posterior variances; this embedding has none (use cost='mean')")
+    ma, mb = embedding.means[a][rows_a][:, dims], embedding.means[b][rows_b][:, dims]  # [n_a, q], [n_b, q]
+    va = embedding.variance_of(a)[rows_a][:, dims] if bayesian else None
+    vb = embedding.variance_of(b)[rows_b][:, dims] if bayesian else None
+    n_a, n_b = problem.views.n_samples[a], problem.views.n_samples[b]
+    info = {"matcher": matcher, "cost": cost, "cost_limit": cost_limit}
+    if rows_a.size == 0 or rows_b.size == 0:
+        return Alignment((a, b), [], [], [], [], n_a=n_a, n_b=n_b, candidates_a=rows_a, candidates_b=rows_b,
+                         method=method, info=info)
+    if temperature is not None:
+        T, info["temperature_from"] = float(temperature), "given"
+    elif bayesian:
+        T, info["temperature_from"] = posterior_temperature(cost, va, vb), "posterior variances"
+    else:
+        T, info["temperature_from"] = nearest_cost_temperature(ma, mb), "median nearest cost"
+    if sparse is None:
+        sparse = rows_a.size * rows_b.size > SPARSE_ABOVE
+    posteriors = (ma, va, mb, vb)
+    raised = 0
+    while True:
+        info["temperature"] = T
+        if sparse:
+            ia, ib, costs, probs = _match_sparse(matcher, cost, posteriors, T, cost_limit, order, int(n_neighbors),
+                                                 info)
+        else:
+            ia, ib, costs, probs = _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed,
+                                                info)
+        if bayesian or temperature is not None or info.get("sinkhorn_error", 0.0) <= SINKHORN_TOLERANCE:
+            break
+        if raised == 40:
+            raise RuntimeError("Sinkhorn did not converge at any temperature; the costs may be degenerate")
+        T, raised = 2.0 * T, raised + 1  # not converged: a higher temperature (less confident)
+    if raised:
+        info["temperature_from"] += f", raised {2 ** raised}-fold for Sinkhorn to converge"
+    if "_permutations" in info:
+        perms = info.pop("_permutations")  # [S, n_a] local columns
+        info["sampled_permutations"] = np.where(perms >= 0, rows_b[np.maximum(perms, 0)], -1)
+        info["sampled_rows_a"] = rows_a.copy()
+    return Alignment((a, b), rows_a[ia], rows_b[ib], costs, np.clip(probs, 0.0, 1.0), n_a=n_a, n_b=n_b,
+                     candidates_a=rows_a, candidates_b=rows_b, method=method, info=info)
+
+
+def _cost_matrix(cost, ma, va, mb, vb) -> np.ndarray:
+    """Dense [n_a, n_b] costs: the assignment and dense Sinkhorn need every entry."""
+    return mean_distance_cost(ma, mb) if cost == "mean" else likelihood_cost(ma, va, mb, vb)
+
+
+def _candidate_pairs(ma, mb, k, shape, cost_limit):
+    """kNN candidate pairs; without ``cost_limit``, k is doubled until they admit a matching of every
+    row of the smaller view (as ``assign`` does), else Sinkhorn's marginals would be infeasible."""
+    ei, ej = knn_edges(ma, mb, k)
+    while cost_limit is None and not _has_full_matching(shape, ei, ej) and k < max(shape):
+        k *= 2
+        ei, ej = knn_edges(ma, mb, k)
+    return ei, ej, k
+
+
+def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed, info):
+    """Local pairs (ia, ib), their costs and probabilities, on the dense (n_a, n_b) cost."""
+    ma, va, mb, vb = posteriors
+    C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
+    if matcher == "perturb":
+        sampled = perturb_and_map(C, n_samples=int(n_samples), temperature=T, cost_limit=cost_limit, seed=seed)
+        P = sampled.frequencies.toarray()  # [n_a, n_b]
+        info["probability"] = f"perturb-and-MAP frequency over {int(n_samples)} samples"
+        info["_permutations"] = sampled.permutations
+    elif C.size <= DENSE_SINKHORN_MAX:
+        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
+        info["probability"] = "sinkhorn marginal"
+    else:  # dense Sinkhorn is too slow here (near-hard costs): kNN candidates
+        ei, ej, _ = _candidate_pairs(ma, mb, SINKHORN_NEIGHBORS, C.shape, cost_limit)
+        P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit)
+        P = P.toarray()  # [n_a, n_b]
+        info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
+    if matcher == "hungarian":
+        hard = linear_assignment(C, cost_limit=cost_limit)
+    elif matcher == "myopic":
+        hard = myopic_assignment(C, order=order, cost_limit=cost_limit)
+    else:
+        hard = _max_expected_matches(P, C, cost_limit)
+    ia, ib = hard.index_a, hard.index_b
+    return ia, ib, C[ia, ib], P[ia, ib]
+
+
+def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
+    """The same on kNN candidate pairs only (see ``match(sparse=True)``)."""
+    ma, va, mb, vb = posteriors
+    if matcher == "perturb" or (matcher == "myopic" and cost == "likelihood"):
+        raise ValueError(f"matcher {matcher!r} with the {cost} cost needs the dense path (sparse=False)")
+    shape = (ma.shape[0], mb.shape[0])
+    ei, ej, k = _candidate_pairs(ma, mb, k, shape, cost_limit)
+    ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
+    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit)  # csr [n_a, n_b]
+    info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
+    if matcher == "hungarian" and cost == "mean":
+        hard = assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
+        info["certified"] = hard.info.get("certified")
+    elif matcher == "hungarian":
+        hard = sparse_assignment(sp.csr_matrix((ec, (ei, ej)), shape=shape), cost_limit=cost_limit)
+    elif matcher == "myopic":
+        hard = myopic_assignment(ma, mb, order=order, metric="sqeuclidean", cost_limit=cost_limit)
+    else:
+        score = np.asarray(P[ei, ej]).ravel()  # [E], every candidate pair (zeros included)
+        if cost_limit is not None:
+            score[ec >= float(cost_limit)] = 0.0
+            keep = score > 0
+            hard = marginal_assignment(sp.csr_matrix((score[keep], (ei[keep], ej[keep])), shape=shape))
+        else:
+            hard = marginal_assignment(sp.csr_matrix((score, (ei, ej)), shape=shape), match_all=True)
+    ia, ib = hard.index_a, hard.index_b
+    return ia, ib, pair_costs(cost, ma, va, mb, vb, ia, ib), np.asarray(P[ia, ib]).ravel()
+
+
+def _max_expected_matches(probabilities, cost, cost_limit):
+    """The matching maximising the sum of match probabilities (expected correct pairs).
+
+    :func:`~bayesalign.matching.marginal_assignment`: without ``cost_limit`` every row of the smaller
+    side is matched (also where its probabilities underflowed to 0); with it, pairs costlier than the
+    limit are not made (as for the Hungarian matcher).
+    """
+    score = np.array(probabilities, dtype=np.float64)
+    if cost_limit is None:
+        return marginal_assignment(score, match_all=True)
+    score[np.asarray(cost) >= float(cost_limit)] = 0.0
+    return marginal_assignment(score)
