@@ -8,9 +8,15 @@ memory (tracemalloc: numpy buffers included) of
 * sparse: ``assign(..., method="sparse", k=10)`` (kNN candidates, LAPJVsp, duality certificate);
 
 and checks that both reach the same optimum. Dense is skipped when the machine lacks the
-memory for it (about 2.5 x the matrix). Run single-threaded:
+memory for it (about 2.5 x the matrix). ``match`` times :func:`bayesalign.matching.match` on a
+deterministic embedding of 1,000 and 5,000 rows per view: the matching with its match probabilities
+(Sinkhorn marginals at the median nearest cost; the command line's and the comparison suite's path;
+issue 16's goal: 5,000 rows in under 30 s). Run single-threaded:
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_assignment.py [--quick]
+    OMP_NUM_THREADS=1 python benchmarks/bench_assignment.py --methods match [--match-sizes 1000 5000]
+
+Measured figures: benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -67,8 +73,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes only (N = 500, 2000)")
     parser.add_argument("--sizes", type=int, nargs="*", help="override the sizes")
     parser.add_argument("--k", type=int, default=10, help="nearest neighbours per point (sparse)")
-    parser.add_argument("--methods", nargs="*", default=["dense", "sparse", "pam"],
-                        choices=["dense", "sparse", "pam"], help="what to run (pam: perturb-and-MAP)")
+    parser.add_argument("--methods", nargs="*", default=["dense", "sparse", "pam", "match"],
+                        choices=["dense", "sparse", "pam", "match"],
+                        help="what to run (pam: perturb-and-MAP; match: matching.match with probabilities)")
+    parser.add_argument("--match-sizes", type=int, nargs="*", default=[1000, 5000],
+                        help="rows per view of the match benchmark")
     args = parser.parse_args(argv)
     sizes = args.sizes or ([500, 2000] if args.quick else [1000, 5000, 20000])
 
@@ -105,6 +114,20 @@ def main(argv=None):
         res, sec, cpu, peak = measure(matching.perturb_and_map, cost, n_samples=100, temperature=0.1, seed=0)
         print(f"perturb_and_map N={n_pm}, 100 samples: {sec:.2f} s wall, {cpu:.2f} s CPU, peak "
               f"{peak / 1e6:.1f} MB, {res.frequencies.nnz} pairs ever matched", flush=True)
+
+    if "match" in args.methods:
+        from bayesalign.data import AlignmentProblem, LatentEmbedding
+
+        for n in ([500, 1000] if args.quick else args.match_sizes):
+            a, b = latent_like(n, noise=0.1, seed=n)
+            truth = matching.assign(a, b, method="sparse").to_permutation()  # the optimum, to count agreement
+            problem = AlignmentProblem({"a": a, "b": b})
+            al, sec, cpu, peak = measure(matching.match, LatentEmbedding({"a": a, "b": b}), problem)
+            same = float(np.mean(al.to_permutation() == truth))
+            print(f"match N={n} (Hungarian + Sinkhorn probabilities): {sec:.2f} s wall, {cpu:.2f} s CPU, peak "
+                  f"{peak / 1e6:.1f} MB; T={al.info['temperature']:.3g} ({al.info['temperature_from']}), "
+                  f"{al.info['probability']}, marginal error {al.info['sinkhorn_error']:.1e}, "
+                  f"mean probability {al.probabilities.mean():.3f}, same pairs as assign: {same:.3f}", flush=True)
 
 
 if __name__ == "__main__":
