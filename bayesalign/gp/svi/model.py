@@ -16,16 +16,24 @@ Titsias & Lawrence, 2010, with the expectation over q(X) taken by sampling)
 f given x is integrated out analytically: q(f(x)) = int p(f | u, x) q(u) du is the variational GP's
 marginal, so the ``u`` sample sites carry only their (analytic) KL term and the likelihood enters as
 ``pyro.factor`` of ``E_q(f)[log p(y | f)]`` (a Rao-Blackwellised estimate, as GPyTorch's own Pyro
-integration does). The entity plate subsamples a minibatch and Pyro scales its terms by N / B.
+integration does). For a Gaussian view the expectation over q(x) is exact as well, through the
+psi-statistics of its kernel (Titsias & Lawrence, 2010, eq. 14-15; :func:`gaussian_expected_log_likelihood`),
+so only the non-Gaussian views use the sampled x. The entity plate subsamples a minibatch and Pyro scales
+its terms by N / B; the Gaussian views' minibatch sums are scaled by N / B the same way.
 """
 
 from __future__ import annotations
+
+import math
 
 import gpytorch
 import pyro
 import pyro.distributions as dist
 import torch
+from gpytorch.likelihoods import GaussianLikelihood
+from pyro import poutine
 
+from ..psi import psi_statistics
 from .guide import LatentPosterior
 from .likelihoods import expected_log_likelihood
 
@@ -105,6 +113,24 @@ class SVIMRDModel(gpytorch.Module):
                                                                    variance).sum(-1))
         return out
 
+    def gaussian_view_log_likelihood(self, v: int, idx: torch.Tensor) -> torch.Tensor:
+        """sum over the entities ``idx`` of view v's E_q(x) E_q(f)[log N(y | f, sigma^2)] (a scalar; Gaussian views)."""
+        Y = getattr(self, f"targets_{v}")
+        rows = getattr(self, f"rows_{v}")
+        if rows is None:
+            entities, Y = idx, Y[idx]
+        else:
+            r = rows[idx]
+            seen = r >= 0
+            entities, Y = idx[seen], Y[r[seen]]
+        if entities.numel() == 0:
+            return self.q_x.mean.new_zeros(())
+        gp = self.gps[v]
+        strategy = gp.variational_strategy
+        return gaussian_expected_log_likelihood(
+            Y, self.q_x.mean[entities], self.q_x.variance[entities], gp.covar_module, strategy.inducing_points,
+            strategy.jitter_val, gp.inducing_distributions()[1], self.likelihoods[v].noise.reshape(()))
+
     def hyper_log_prior(self) -> torch.Tensor:
         """Sum of the log densities of every GPyTorch prior registered on the kernels and likelihoods."""
         total = self.q_x.mean.new_zeros(())
@@ -125,10 +151,16 @@ class SVIMRDModel(gpytorch.Module):
             p_x = dist.MultivariateNormal(self.time_scale_tril.new_zeros(self.num_entities),
                                           scale_tril=self.time_scale_tril).expand([Q]).to_event(1)
             X = pyro.sample("X", p_x).mT  # [N, Q]
+        gaussian = [isinstance(lik, GaussianLikelihood) for lik in self.likelihoods]
         with pyro.plate("entities", self.num_entities, subsample=idx):
             x = pyro.sample("X", self.prior_of(idx)) if X is None else X[idx]  # [B, Q]
             for v in range(self.n_views):
-                pyro.factor(f"y_{v}", self.view_log_likelihood(v, x, idx))
+                if not gaussian[v]:
+                    pyro.factor(f"y_{v}", self.view_log_likelihood(v, x, idx))
+        with poutine.scale(scale=self.num_entities / idx.shape[0]):  # the minibatch sum, scaled as the plate's
+            for v in range(self.n_views):
+                if gaussian[v]:
+                    pyro.factor(f"y_{v}", self.gaussian_view_log_likelihood(v, idx))
 
     # -- the guide --------------------------------------------------------------------------------
     def guide(self, idx: torch.Tensor):
@@ -141,3 +173,50 @@ class SVIMRDModel(gpytorch.Module):
         with pyro.plate("entities", self.num_entities, subsample=idx):
             if self.time_scale_tril is None:
                 pyro.sample("X", dist.Normal(self.q_x.mean[idx], self.q_x.variance[idx].sqrt()).to_event(1))
+
+
+def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, variance: torch.Tensor, kernel,
+                                     inducing: torch.Tensor, jitter: float, q_u, noise: torch.Tensor) -> torch.Tensor:
+    r"""``sum_{n, d observed} E_q(x_n) E_q(f) [log N(y_nd | f_d(x_n), sigma^2)]`` in closed form (a scalar).
+
+    With whitened ``q(v_d) = N(m_d, S_d)`` (``u_d = L v_d``, ``L L' = K_uu + jitter I``) and the
+    psi-statistics of ``q(x_n) = N(mean_n, diag variance_n)`` (Titsias & Lawrence, 2010, eq. 14-15):
+    ``E[f_nd] = psi1_n L^-T m_d`` and
+    ``E[f_nd^2] = psi0_n + tr((L^-T (m_d m_d' + S_d) L^-1 - K_uu^-1) Psi2_n)``, so each entry gives
+    ``-log(2 pi sigma^2) / 2 - (y^2 - 2 y E[f] + E[f^2]) / (2 sigma^2)``. NaN entries of Y are left out
+    (then Psi2 is needed per point, [n, M, M]; otherwise only its sum over the points).
+
+    Parameters
+    ----------
+    Y : [n, D] outputs (NaN: missing); mean, variance : [n, Q] q(x); kernel : the view's kernel;
+    inducing : [M, Q]; jitter : float; q_u : the whitened q(u), batch [D], event [M]; noise : scalar sigma^2.
+    """
+    missing = torch.isnan(Y)
+    observed = (~missing).to(mean.dtype)  # [n, D]
+    Y0 = torch.where(missing, torch.zeros((), dtype=Y.dtype, device=Y.device), Y)
+    M = inducing.shape[0]
+    eye = torch.eye(M, dtype=mean.dtype, device=mean.device)
+    Kuu = kernel(inducing).to_dense() + jitter * eye  # [M, M]
+    L = torch.linalg.cholesky(Kuu)
+    m, S = q_u.mean, q_u.covariance_matrix  # [D, M], [D, M, M]
+    second = S + m.unsqueeze(-1) * m.unsqueeze(-2)  # E[v_d v_d'] [D, M, M]
+    any_missing = bool(missing.any())
+    stats = psi_statistics(kernel, mean, variance, inducing, per_point=any_missing)
+    mean_f = stats.psi1 @ torch.linalg.solve_triangular(L.mT, m.mT, upper=True)  # E[f_nd] [n, D]
+
+    def whitened(A):  # L^-T A L^-1 for A [.., M, M]
+        left = torch.linalg.solve_triangular(L.mT, A, upper=True)
+        return torch.linalg.solve_triangular(L.mT, left.mT, upper=True).mT
+
+    Kuu_inv = torch.cholesky_inverse(L)  # [M, M]
+    counts = observed.sum(1)  # [n] observed entries per point
+    if any_missing:  # sum over the observed outputs of each point: sum_d o_nd E[v_d v_d'] [n, M, M]
+        C = whitened(torch.einsum("nd,dij->nij", observed, second)) - counts[:, None, None] * Kuu_inv
+        square = (counts * stats.psi0).sum() + (C * stats.psi2).sum()
+    else:
+        C = whitened(second.sum(0)) - Y.shape[1] * Kuu_inv  # [M, M]
+        square = Y.shape[1] * stats.psi0.sum() + (C * stats.psi2).sum()
+    cross = (Y0 * mean_f * observed).sum()
+    n_observed = observed.sum()
+    return (-0.5 * n_observed * torch.log(2 * math.pi * noise)
+            - 0.5 / noise * ((Y0.square() * observed).sum() - 2 * cross + square))
