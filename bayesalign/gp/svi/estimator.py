@@ -77,11 +77,13 @@ class StochasticMRD(BaseEstimator):
         ELBO = sum_v E_q(X) E_q(f) [log p_v(Y_v | F_v)] - sum_v KL(q(U_v) || p(U_v)) - KL(q(X) || p(X))
 
     (Hensman, Fusi & Lawrence, 2013) is maximised by stochastic variational inference: Adam on
-    Pyro's ``TraceMeanField_ELBO`` (analytic KL terms, one reparameterised sample of X per step),
-    minibatches of entities through ``pyro.plate`` subsampling, the learning rate decayed
-    exponentially from ``learning_rate`` to ``learning_rate * final_lr_fraction``. For Gaussian
-    views, q(U) at its optimum gives the collapsed bound of :class:`~bayesalign.gp.MRD`, so this
-    bound approaches it from below.
+    Pyro's ``TraceMeanField_ELBO`` (analytic KL terms; ``num_particles`` reparameterised draws of X per step for
+    the non-Gaussian views), natural-gradient steps on q(U) of the Gaussian views, minibatches of entities through
+    ``pyro.plate`` subsampling, the learning rate decayed
+    exponentially from ``learning_rate`` to ``learning_rate * final_lr_fraction``. A Gaussian view's
+    term is exact in q(X) too (its kernel's psi-statistics), so with only Gaussian views the ELBO has no
+    Monte Carlo error; at the optimal q(U) it equals the collapsed bound of :class:`~bayesalign.gp.MRD`
+    (Titsias & Lawrence, 2010), which it approaches from below.
 
     Gaussian views are centred per column (observed entries only; ``output_means_``); the other
     likelihoods get a learned constant mean per column. A NaN entry is missing: it is left out of
@@ -445,8 +447,10 @@ class StochasticMRD(BaseEstimator):
             raise RuntimeError(f"this {self._method} is not fitted yet; call fit first")
 
     def elbo(self, num_samples: int = 16, batch_size: int | None = None, seed=0) -> float:
-        """The ELBO on all entities, averaged over ``num_samples`` draws of X (an unbiased Monte Carlo estimate
-        of the bound; its standard error falls as ``1 / sqrt(num_samples)``)."""
+        """The ELBO on all entities: exact for Gaussian views; the non-Gaussian views' terms (and a GP prior's
+        KL, where Pyro has no closed form) averaged over ``num_samples`` draws of X (an unbiased Monte Carlo
+        estimate, standard error falling as ``1 / sqrt(num_samples)``). ``batch_size``: entities per chunk
+        (memory only; the value is the same)."""
         self._check_fitted()
         model = self.model_
         N = self.n_entities_
