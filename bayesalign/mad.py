@@ -19,7 +19,8 @@ self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), 
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
 Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
-``benchmarks/RESULTS.md``.
+``benchmarks/RESULTS.md``. (About 650 lines, one class: fit, self-training, the streaming matcher
+and align all work on the same fitted state.)
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import time
 import warnings
 
 import numpy as np
-import ot
 from sklearn.base import BaseEstimator
 
 from ._utils import as_rng
@@ -36,6 +36,7 @@ from .data import Alignment, AlignmentProblem, LatentEmbedding
 from .matching import (
     COSTS,
     MATCHERS,
+    gromov_wasserstein_coupling,
     likelihood_cost,
     match,
     mean_distance_cost,
@@ -91,50 +92,6 @@ def shared_dimensions(relevance_a, relevance_b, threshold: float, views=("a", "b
         warnings.warn(f"no latent dimension is shared by views {tuple(views)} at threshold {threshold}; using "
                       f"dimension {dims[0]} (the most shared)", RuntimeWarning, stacklevel=3)
     return dims
-
-
-def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: int = 50, n_inner: int = 1000,
-                                tol: float = 1e-6):
-    """Entropic Gromov-Wasserstein coupling of two metric spaces (Peyre, Cuturi & Solomon 2016, eq. 8-10).
-
-    Minimises ``sum_{ijkl} (A_ik - B_jl)^2 T_ij T_kl - epsilon H(T)`` over couplings T with
-    uniform marginals (1/n_a, 1/n_b) by the paper's projected mirror descent, each step a
-    Sinkhorn projection of the linearised cost (POT's ``ot.gromov.entropic_gromov_wasserstein``).
-    Only the within-view distances are used: no feature of one view is compared with a feature
-    of the other, which is what an unsupervised correspondence needs. Dense (n_a, n_b) and
-    (n, n): meant for a few hundred points.
-
-    Parameters
-    ----------
-    dist_a, dist_b : arrays (n_a, n_a), (n_b, n_b)
-        Within-view distances, each divided by its largest entry (so epsilon is relative).
-    epsilon : float
-    n_outer : int
-        Mirror-descent steps (stops earlier when T changes by less than ``tol``).
-    n_inner : int
-        Sinkhorn sweeps per step (an inexact projection, as in the paper's experiments).
-
-    Returns
-    -------
-    array (n_a, n_b): the coupling, summing to 1.
-
-    Examples
-    --------
-    >>> x = np.array([0.0, 1.0, 3.0, 7.0])[:, None]
-    >>> D = np.abs(x - x.T) / 7.0
-    >>> T = gromov_wasserstein_coupling(D, D[::-1, ::-1])
-    >>> T.argmax(1).tolist()  # an isometry: point i of a is point 3 - i of b
-    [3, 2, 1, 0]
-    """
-    A = np.asarray(dist_a, np.float64)  # [n_a, n_a]
-    B = np.asarray(dist_b, np.float64)  # [n_b, n_b]
-    with warnings.catch_warnings():  # an inexact projection (n_inner sweeps) is the paper's choice
-        warnings.filterwarnings("ignore", message="Sinkhorn did not converge")
-        T = ot.gromov.entropic_gromov_wasserstein(A, B, loss_fun="square_loss", epsilon=float(epsilon),
-                                                  max_iter=int(n_outer), tol=float(tol), numItermax=int(n_inner))
-    if not np.all(np.isfinite(T)):
-        raise FloatingPointError(f"Gromov-Wasserstein coupling is not finite at epsilon={epsilon}; raise epsilon")
-    return T / T.sum()
 
 
 def _anchor_init(train, latent_dim: int, seed):
@@ -480,38 +437,15 @@ class MAD(BaseEstimator):
             found[key] = np.concatenate([found[key], np.asarray(value, found[key].dtype)])
 
     def _bootstrap(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str) -> np.ndarray:
-        """Unsupervised starting anchors: the most confident mutual pairs of an unsupervised correspondence.
-
-        ``"gromov_wasserstein"``: the coupling of :func:`gromov_wasserstein_coupling` between the
-        views' Euclidean distance matrices (standardised columns); pairs (i, j) that are each
-        other's argmax, ranked by n T_ij. ``"local_patterns"``: the local-pattern correspondence
-        of Wang, Krafft & Mahadevan (2011, section 5.3.4), ranked by its weights.
-        """
-        from scipy.spatial.distance import cdist
+        """Unsupervised starting anchors: the ``n_bootstrap`` highest-scored pairs of
+        :func:`bayesalign.bootstrap.unsupervised_pairs`."""
+        from .bootstrap import unsupervised_pairs
 
         a, b = problem.views.names
         k = max(MIN_ANCHORS, 2 * int(self.latent_dim)) if n_bootstrap is None else int(n_bootstrap)
         if k < MIN_ANCHORS:
             raise ValueError(f"n_bootstrap must be at least {MIN_ANCHORS}, got {n_bootstrap!r}")
-        Ya, Yb = problem.views[a], problem.views[b]
-        if bootstrap == "gromov_wasserstein":
-            dist = []
-            for Y in (Ya, Yb):
-                Z = (Y - Y.mean(0)) / np.where(Y.std(0) > 0, Y.std(0), 1.0)
-                D = cdist(Z, Z)  # [n, n]: GW compares within-view distances
-                dist.append(D / max(float(D.max()), np.finfo(float).tiny))
-            T = gromov_wasserstein_coupling(*dist)  # [n_a, n_b]
-            best_b, best_a = T.argmax(1), T.argmax(0)
-            rows = np.flatnonzero(best_a[best_b] == np.arange(T.shape[0]))
-            weights = T[rows, best_b[rows]] * min(T.shape)  # in (0, 1]
-            pairs_all = np.column_stack([rows, best_b[rows]])
-        elif bootstrap == "local_patterns":
-            from .spectral import local_pattern_correspondence
-
-            corr = local_pattern_correspondence(Ya, Yb, views=(a, b))
-            pairs_all, weights = corr.pairs, corr.weights_or_ones()
-        else:
-            raise ValueError(f"bootstrap must be 'gromov_wasserstein' or 'local_patterns', got {bootstrap!r}")
+        pairs_all, weights = unsupervised_pairs(problem.views[a], problem.views[b], bootstrap, views=(a, b))
         order = np.argsort(-weights, kind="stable")[:k]
         if order.size < MIN_ANCHORS:
             raise ValueError(f"the unsupervised bootstrap found only {order.size} mutual pairs; MAD needs at least "
@@ -691,18 +625,9 @@ class MAD(BaseEstimator):
         include_discovered : bool
             Also report the pairs found by bootstrap / self-training (they are anchors of
             the model now, so they are not re-matched).
-        sparse : bool, optional
-            The large-N path: candidate pairs are the ``n_neighbors`` nearest posterior means
-            in both directions; no (n_a, n_b) matrix is formed. The Hungarian matching is then
-            :func:`bayesalign.matching.assign` (``method="sparse"``, certified optimal) for the
-            mean cost, and the optimum over the candidate pairs for the likelihood cost (no
-            certificate: that cost is not a distance the solver can evaluate on demand); the
-            probabilities are Sinkhorn marginals restricted to the candidate pairs (mass on
-            other pairs, exp(-cost / T) beyond the k-th neighbour, is neglected). Default:
-            sparse when n_a * n_b exceeds ``SPARSE_ABOVE`` (25 million). ``"perturb"`` and the
-            myopic matcher with the likelihood cost need the dense path.
-        n_neighbors : int
-            Candidates per row in the sparse path.
+        sparse, n_neighbors
+            The large-N path on kNN candidate pairs (default: above ``SPARSE_ABOVE`` pairs); see
+            :func:`bayesalign.matching.match`, which does the matching.
 
         Returns
         -------

@@ -11,6 +11,7 @@
 ``sparse_sinkhorn``        the same on candidate pairs only
 ``perturb_and_map``        samples of assignments under Gumbel-perturbed costs
 ``marginal_assignment``    the matching that maximises the expected number of correct pairs
+``gromov_wasserstein_coupling``  entropic Gromov-Wasserstein coupling (POT), within-view distances only
 ``pairwise_costs``         dense (n_a, n_b) Euclidean / squared-Euclidean costs between points
 ``mean_distance_cost``     MAD's D**: squared distances between posterior means
 ``likelihood_cost``        match negative log-likelihood of two Gaussian posteriors
@@ -36,6 +37,7 @@ from .costs import (
 from .entropic import (
                     PerturbAndMapResult,
                     SinkhornResult,
+                    gromov_wasserstein_coupling,
                     marginal_assignment,
                     perturb_and_map,
                     sinkhorn,
@@ -44,7 +46,8 @@ from .entropic import (
 )
 from .matcher import COSTS, MATCHERS, candidate_rows, match, nearest_cost_temperature, posterior_temperature
 
-__all__ = ["COSTS", "MATCHERS", "PerturbAndMapResult", "SinkhornResult", "assign", "candidate_rows", "knn_edges",
+__all__ = ["COSTS", "MATCHERS", "PerturbAndMapResult", "SinkhornResult", "assign", "candidate_rows",
+           "gromov_wasserstein_coupling", "knn_edges",
            "likelihood_cost", "linear_assignment", "marginal_assignment", "match", "mean_distance_cost",
            "mutual_nearest", "myopic_assignment", "nearest_cost_temperature", "pair_costs", "pairwise_costs",
            "perturb_and_map", "posterior_temperature", "sinkhorn", "sinkhorn_marginals", "sparse_assignment",
