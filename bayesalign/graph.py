@@ -63,6 +63,7 @@ __all__ = [
     "check_connected",
     "connect_components",
     "connected_component_labels",
+    "entity_graph",
     "epsilon_graph",
     "geodesic_distances",
     "DEGREE_RATIO_LIMIT",
@@ -380,6 +381,59 @@ def laplacian(W, normalized=False) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         else:
             raise ValueError(f"normalized must be False, 'sym' or 'rw', got {normalized!r}")
     return (sp.diags(nonisolated) - S).tocsr(), D
+
+
+def entity_graph(views, entity_rows, n_entities: int, n_neighbors: int = 10) -> sp.csr_matrix:
+    """Unweighted kNN graph over entities: the union of every view's kNN graph, its rows mapped to entities.
+
+    Entities are the latent points of a partially observed model (``AlignmentProblem.entities``):
+    rows of different views joined by anchors are one entity, so the views' neighbourhood graphs
+    meet at the anchors, as in the joint graph of the instance-level alignment (Wang, Krafft &
+    Mahadevan 2011, section 5.2.3, with the anchors merged). Edge weights are 1 (an edge in
+    several views still counts once), so the Laplacian ``D - W`` does not depend on the views' units.
+
+    Parameters
+    ----------
+    views : sequence of arrays (n_v, p_v)
+    entity_rows : sequence of int arrays (n_v,)
+        The entity of each row of each view.
+    n_entities : int
+    n_neighbors : int
+        Neighbours per row within its view (capped at ``n_v - 1``).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix (n_entities, n_entities), symmetric, 0/1, no self loops.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = np.array([[0.0], [1.0], [5.0]]), np.array([[0.0], [9.0]])
+    >>> W = entity_graph([a, b], [np.array([0, 1, 2]), np.array([2, 3])], 4, n_neighbors=1)
+    >>> W.toarray().astype(int)   # a: 0-1, 1-2; b: its two rows are entities 2 and 3
+    array([[0, 1, 0, 0],
+           [1, 0, 1, 0],
+           [0, 1, 0, 1],
+           [0, 0, 1, 0]])
+    """
+    heads, tails = [], []
+    for X, rows in zip(views, entity_rows):
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.shape != (len(X),):
+            raise ValueError(f"entity_rows must hold one entity per row: {rows.shape} for {len(X)} rows")
+        if len(X) < 2:
+            continue
+        G = knn_graph(X, min(int(n_neighbors), len(X) - 1), mode="connectivity", symmetrize=None).tocoo()
+        heads.append(rows[G.row])
+        tails.append(rows[G.col])
+    if not heads:
+        return sp.csr_matrix((n_entities, n_entities))
+    heads, tails = np.concatenate(heads), np.concatenate(tails)
+    keep = heads != tails  # two rows of one entity in one view (not possible for anchors) make no loop
+    W = sp.csr_matrix((np.ones(int(keep.sum())), (heads[keep], tails[keep])), shape=(n_entities, n_entities))
+    W = W.maximum(W.T)
+    W.data[:] = 1.0
+    return W
 
 
 # ---------------------------------------------------------------------------------------------

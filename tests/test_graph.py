@@ -299,3 +299,23 @@ def test_eigen_input_errors():
         smallest_generalized_eigenvectors(L + sp.identity(5), D, 1)
     with pytest.raises(ValueError, match="method must be"):
         smallest_generalized_eigenvectors(L, D, 1, method="magic")
+
+
+def test_entity_graph_is_the_union_of_the_views_knn_graphs_mapped_to_entities():
+    from bayesalign.graph import entity_graph
+
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(12, 3)), rng.normal(size=(9, 2))
+    rows_a = np.arange(12)
+    rows_b = np.r_[np.arange(4), 12 + np.arange(5)]  # b's first 4 rows are anchored to a's first 4
+    W = entity_graph([a, b], [rows_a, rows_b], 17, n_neighbors=3).toarray()
+    expected = np.zeros((17, 17))
+    for X, rows in ((a, rows_a), (b, rows_b)):  # brute force: each row's 3 nearest other rows
+        d = ((X[:, None] - X[None]) ** 2).sum(-1)
+        np.fill_diagonal(d, np.inf)
+        for i in range(len(X)):
+            for j in np.argsort(d[i])[:3]:
+                expected[rows[i], rows[j]] = expected[rows[j], rows[i]] = 1.0
+    np.testing.assert_array_equal(W, expected)
+    with pytest.raises(ValueError, match="one entity per row"):
+        entity_graph([a], [rows_a[:5]], 17)
