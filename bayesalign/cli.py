@@ -300,8 +300,36 @@ def _add_compare(sub) -> None:
     p.add_argument("--latent-dim", type=int, default=None, help="latent dimension (default: per method)")
     p.add_argument("--quick", action="store_true", help="small subsets and few settings: minutes")
     p.add_argument("--out", default="bayesalign-compare", help="output folder (default ./bayesalign-compare)")
+    add_grid_options(p)
     p.add_argument("--list-datasets", action="store_true", help="list the shipped datasets and exit")
     p.set_defaults(run=cmd_compare)
+
+
+def add_grid_options(p) -> None:
+    """--jobs, --backend, --scheduler, --cache: how a comparison grid runs (also experiments/compare.py)."""
+    p.add_argument("--jobs", type=int, default=1, help="runs in parallel (default 1; -1: every core, or every "
+                   "Dask worker); every run is seeded, so the table does not depend on it")
+    p.add_argument("--backend", choices=("loky", "dask"), default="loky",
+                   help="loky: processes on this machine (default); dask: a Dask distributed cluster")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.1:8786 "
+                   "(with --backend dask)")
+    p.add_argument("--cache", metavar="DIR", help="keep every finished run in DIR (one JSON file each) and "
+                   "reuse them: an interrupted or extended comparison redoes no finished run")
+
+
+def check_grid_options(args) -> None:
+    """Refuse, before a run of minutes, grid options that cannot work."""
+    if args.jobs == 0 or args.jobs < -1:
+        raise CommandError(f"--jobs must be a positive number or -1, got {args.jobs}")
+    if args.scheduler and args.backend != "dask":
+        raise CommandError("--scheduler is the Dask scheduler's address; add --backend dask")
+    if args.backend == "dask":
+        if importlib.util.find_spec("distributed") is None:
+            raise CommandError("--backend dask needs dask distributed: pip install 'bayesalign[dask]'")
+        if not args.scheduler:
+            raise CommandError("--backend dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.1:8786)")
+    if args.cache:
+        _check_writable_folder("--cache", args.cache, Path(args.cache))
 
 
 def cmd_compare(args) -> int:
@@ -314,6 +342,7 @@ def cmd_compare(args) -> int:
             print(f"{name:34s} {doc}")
         return 0
     _check_writable_folder("--out", args.out, Path(args.out))  # before a run of minutes
+    check_grid_options(args)
     if bool(args.files) == bool(args.dataset):
         raise CommandError("compare needs either --dataset NAME or two or more paired view files")
     if args.files:
@@ -332,7 +361,9 @@ def cmd_compare(args) -> int:
         for method in args.methods:
             compare.check_method(method)
     frame = compare.run_comparison(problems, methods=args.methods, fractions=args.anchors,
-                                   seeds=args.seeds, quick=args.quick, latent_dim=args.latent_dim, log=_say)
+                                   seeds=args.seeds, quick=args.quick, latent_dim=args.latent_dim, log=_say,
+                                   jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                                   cache=args.cache, progress_bar=True)
     paths = compare.write_results(frame, args.out)
     print(compare.markdown_summary(frame))
     _say("wrote " + ", ".join(str(p) for p in paths))

@@ -141,16 +141,20 @@ def evaluate(result, problem: AlignmentProblem) -> dict[str, float]:
 
 
 # Running ---------------------------------------------------------------------------------------
-def _problems(datasets, quick):
-    for key, item in datasets.items():
-        yield key, (load_dataset(item, quick) if isinstance(item, str) else item)
-
-
 def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str], methods=None,
                    fractions=None, seeds=None, quick: bool = False, latent_dim=None, device=None,
                    log: Callable[[str], None] | None = None, progress: bool = False,
-                   collect: dict | None = None):
+                   collect: dict | None = None, jobs: int = 1, backend: str = "loky", scheduler: str | None = None,
+                   cache=None, progress_bar: bool = False):
     """Run ``methods`` on ``datasets`` at each anchor fraction and seed; one row per run.
+
+    The grid is cut into tasks, one per (dataset, fraction, seed) and method (the MAD entries that
+    share one fit, each matcher and cost of it, form one task), run by joblib on ``jobs`` local
+    processes (``backend="loky"``) or on a Dask cluster (``backend="dask"``). Every run is seeded, so
+    the table is the same whatever the backend and the number of jobs; its rows are in grid order.
+    With ``cache``, each finished run is a JSON file there, and a later call with the same settings
+    reads it instead of fitting again (an interrupted or extended comparison resumes); runs that
+    failed are not cached, so they are tried again.
 
     Parameters
     ----------
@@ -161,8 +165,22 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
     device : torch device for the Bayesian methods
     quick : small datasets and few settings (minutes in all)
     log : called with one line per run (e.g. ``print``)
+    progress : bool
+        The Bayesian fits' own progress bars.
     collect : dict, optional
-        Filled with (dataset, method, fraction, seed) -> (MethodResult, problem) of the runs that worked.
+        Filled with (dataset, method, fraction, seed) -> (MethodResult, problem) of the runs that were
+        fitted (not those read from the cache).
+    jobs : int
+        Parallel tasks (joblib's ``n_jobs``: -1 all cores, or all Dask workers).
+    backend : {"loky", "dask"}
+        joblib's local process pool, or a Dask distributed cluster.
+    scheduler : str, optional
+        Address of the Dask scheduler (``tcp://host:8786``); default: the Dask client already made in
+        this process.
+    cache : str or Path, optional
+        Folder of finished runs: one ``{dataset}__{method}__{fraction}__{seed}.json`` each.
+    progress_bar : bool
+        A tqdm bar over the grid's tasks.
 
     Returns
     -------
@@ -176,39 +194,184 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
     methods = [m for m in (methods or COMPARE_METHODS) if methods or METHODS[m].available]
     fractions = tuple(fractions or (QUICK_FRACTIONS if quick else FRACTIONS))
     seeds = range(int(seeds or (1 if quick else 3))) if seeds is None or np.isscalar(seeds) else list(seeds)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     say = log or (lambda line: None)
-    rows = []
-    for label, base in _problems(datasets, quick):
-        for fraction in fractions:
-            for seed in seeds:
-                problem = base.split_anchors(fraction, seed=seed).shuffle_unaligned(seed=seed)
-                n_anchor = len(problem.anchors_between(*problem.views.names[:2]))
-                fitted: dict[str, object] = {}  # one MAD fit serves each of its matchers and costs
-                for method in methods:
-                    row = {"dataset": label, "method": method, "anchor_fraction": fraction, "seed": seed,
-                           "n_anchors": n_anchor, "n_heldout": problem.views.n_samples[problem.views.names[0]]
-                           - n_anchor}
-                    try:
-                        result = _run(method, problem, seed, latent_dim, device, quick, progress, fitted)
-                        row.update(evaluate_method_result(result, problem), seconds=result.seconds, error="")
-                        if collect is not None:
-                            collect[(label, method, fraction, seed)] = (result, problem)
-                    except Exception as exc:  # recorded, never fatal: the table shows what failed
-                        row.update({m: float("nan") for m in METRICS}, seconds=float("nan"),
-                                   error=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300])
-                        row["traceback"] = traceback.format_exc(limit=-3)
-                    rows.append(row)
-                    say(_log_line(row))
-    frame = pd.DataFrame(rows)
+    cache = None if cache is None else Path(cache)
+    settings = {"quick": bool(quick), "latent_dim": latent_dim}
+    rows: dict[tuple, dict] = {}  # grid position -> row
+    tasks = []
+    problems = {}
+    for d, (label, item) in enumerate(datasets.items()):
+        fingerprint = dict(settings, dataset=item if isinstance(item, str) else _problem_digest(item))
+        for f, fraction in enumerate(fractions):
+            for s, seed in enumerate(seeds):
+                for group in _method_groups(methods):
+                    todo = []
+                    for method in group:
+                        position = (d, f, s, methods.index(method))
+                        found = _read_cached(cache, label, method, fraction, seed, fingerprint)
+                        if found is None:
+                            todo.append((position, method))
+                        else:
+                            rows[position] = found
+                            say(_log_line(found) + " (cached)")
+                    if todo:
+                        if label not in problems:
+                            problems[label] = load_dataset(item, quick) if isinstance(item, str) else item
+                        tasks.append((label, problems[label], fraction, seed, todo, fingerprint))
+    # the quick settings travel with the tasks: a worker process has the module's defaults only
+    options = {"latent_dim": latent_dim, "device": device, "quick": dict(QUICK_BAYESIAN) if quick else None,
+               "progress": progress,
+               "cache": cache, "keep": collect is not None}
+    for done in _execute(tasks, options, jobs, backend, scheduler, progress_bar):
+        for position, row, found in done:
+            rows[position] = row
+            say(_log_line(row))
+            if found is not None:
+                collect[(row["dataset"], row["method"], row["anchor_fraction"], row["seed"])] = found
+    frame = pd.DataFrame([rows[key] for key in sorted(rows)])
     for column in ("traceback",):
         if column in frame:
             frame = frame.drop(columns=column)
     return frame
 
 
+#: joblib backends of :func:`run_comparison`.
+BACKENDS = ("loky", "dask")
+
+
+def _method_groups(methods):
+    """The methods in tasks: the MAD entries that share a fit (same ``target``) together, the others alone."""
+    groups: dict[str, list[str]] = {}
+    for method in methods:
+        spec = get_method(method)
+        groups.setdefault(f"mad:{spec.target}" if spec.kind == "mad" else method, []).append(method)
+    return list(groups.values())
+
+
+def _run_task(label, base, fraction, seed, todo, fingerprint, options):
+    """One task of the grid: split the dataset, run its methods (sharing a MAD fit), cache each row."""
+    problem = base.split_anchors(fraction, seed=seed).shuffle_unaligned(seed=seed)
+    n_anchor = len(problem.anchors_between(*problem.views.names[:2]))
+    fitted: dict[str, object] = {}  # one MAD fit serves each of its matchers and costs
+    out = []
+    for position, method in todo:
+        row = {"dataset": label, "method": method, "anchor_fraction": fraction, "seed": seed,
+               "n_anchors": n_anchor, "n_heldout": problem.views.n_samples[problem.views.names[0]] - n_anchor}
+        found = None
+        try:
+            result = _run(method, problem, seed, options["latent_dim"], options["device"], options["quick"],
+                          options["progress"], fitted)
+            row.update(evaluate_method_result(result, problem), seconds=result.seconds, error="")
+            found = (result, problem) if options["keep"] else None
+            _write_cached(options["cache"], row, fingerprint)
+        except Exception as exc:  # recorded, never fatal: the table shows what failed
+            row.update({m: float("nan") for m in METRICS}, seconds=float("nan"),
+                       error=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300])
+            row["traceback"] = traceback.format_exc(limit=-3)
+        out.append((position, row, found))
+    return out
+
+
+def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
+    """Run the tasks with joblib; yields each task's rows as it finishes."""
+    from joblib import Parallel, delayed, parallel_config
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(tasks), desc="comparison", unit="task", disable=not progress_bar or not tasks)
+    calls = (delayed(_run_task)(*task, options) for task in tasks)
+    if backend == "loky" and (jobs == 1 or len(tasks) <= 1):  # in this process: no pickling, no workers
+        for task in tasks:
+            yield _run_task(*task, options)
+            bar.update()
+        bar.close()
+        return
+    client = None
+    if backend == "dask":
+        try:
+            import distributed
+        except ImportError as exc:
+            raise ImportError("backend='dask' needs dask distributed: pip install 'bayesalign[dask]'") from exc
+        if scheduler is not None:
+            client = distributed.Client(scheduler)
+        else:
+            try:
+                distributed.get_client()
+            except ValueError:
+                raise ValueError("backend='dask' needs a scheduler address (scheduler='tcp://host:8786') or a "
+                                 "dask.distributed Client made in this process") from None
+    try:
+        with parallel_config(backend=backend, n_jobs=jobs):
+            for done in Parallel(return_as="generator_unordered")(calls):
+                yield done
+                bar.update()
+    finally:
+        bar.close()
+        if client is not None:
+            client.close()
+
+
+# The cache of finished runs ---------------------------------------------------------------------
+def _cache_path(cache: Path, label, method, fraction, seed) -> Path:
+    import re
+
+    stem = f"{label}__{method}__{float(fraction):g}__{seed}"
+    return cache / (re.sub(r"[^A-Za-z0-9_.+-]", "_", stem) + ".json")
+
+
+def _read_cached(cache, label, method, fraction, seed, fingerprint) -> dict | None:
+    """The cached row of a run, if there is one made with the same settings."""
+    import json
+
+    if cache is None:
+        return None
+    path = _cache_path(cache, label, method, fraction, seed)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent, or unreadable: run it again
+        return None
+    if stored.get("settings") != json.loads(json.dumps(fingerprint)):
+        return None
+    return stored.get("row")
+
+
+def _write_cached(cache, row, fingerprint) -> None:
+    import json
+
+    from ._utils import atomic_write
+
+    if cache is None:
+        return
+    path = _cache_path(cache, row["dataset"], row["method"], row["anchor_fraction"], row["seed"])
+    with atomic_write(path, "w", encoding="utf-8") as handle:  # an interrupted write leaves no half file
+        json.dump({"settings": fingerprint, "row": row}, handle, default=_json_number)
+
+
+def _json_number(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot store {type(value).__name__} in the comparison cache")
+
+
+def _problem_digest(problem: AlignmentProblem) -> str:
+    """A fingerprint of a user's problem (its views and truth), so that a cache is not read for other data."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in problem.views.names:
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(problem.views[name]).tobytes())
+    for (a, b), corr in sorted(problem.truth.items()):
+        digest.update(f"{a}|{b}".encode())
+        digest.update(corr.index_a.tobytes() + corr.index_b.tobytes())
+    return digest.hexdigest()[:16]
+
+
 def _run(method, problem, seed, latent_dim, device, quick, progress, fitted):
+    """One method on one problem; ``quick`` the quick Bayesian settings (None: the methods' defaults)."""
     spec = get_method(method)
-    options = quick_options(spec) if quick else {}
+    options = quick_options(spec, quick) if quick is not None else {}
     if spec.kind != "mad":
         return run_method(method, problem, seed=seed, latent_dim=latent_dim, device=device,
                           progress=progress, options=options)
@@ -234,14 +397,16 @@ QUICK_DATASETS = ("mad_toy_linear_shared_private", "swiss_roll", "protein", "moc
                   "mfeat_fou_kar")
 
 
-def quick_options(spec) -> dict:
-    """Constructor options that make a Bayesian method fast enough for ``--quick``."""
+def quick_options(spec, settings: dict | None = None) -> dict:
+    """Constructor options that make a Bayesian method fast enough for ``--quick`` (``settings``:
+    default :data:`QUICK_BAYESIAN`)."""
     if not spec.bayesian:
         return {}
     from .registry import _accepted
 
     accepted = _accepted(spec.load())
-    return {k: v for k, v in QUICK_BAYESIAN.items() if accepted is None or k in accepted}
+    settings = QUICK_BAYESIAN if settings is None else settings
+    return {k: v for k, v in settings.items() if accepted is None or k in accepted}
 
 
 def _log_line(row) -> str:
@@ -386,7 +551,13 @@ def demo(out_dir="bayesalign-demo", dataset: str = "mocap", seed: int = 0, devic
     last = DEMO_FRACTIONS[-1]
     shown = {method: found for (_, method, fraction, _), found in runs.items() if fraction == last}
     if shown:
-        paths.append(plot_reliability(shown, Path(out_dir) / "demo_reliability.png"))
+        from .plot import plot_reliability
+
+        # every run at one fraction and seed: one problem; each method's first pair of views
+        problem = next(iter(shown.values()))[1]
+        first = {method: next(iter(result.alignments.values())) for method, (result, _) in shown.items()}
+        paths.append(Path(out_dir) / "demo_reliability.png")
+        plot_reliability(first, problem, path=paths[-1])
         if dataset == "digits":
             paths.append(plot_matched_halves(shown, Path(out_dir) / "demo_matched_digits.png"))
     return frame, paths
@@ -396,40 +567,6 @@ def _save(fig, path) -> Path:
     from .plot import save_figure
 
     return save_figure(fig, Path(path), dpi=110)
-
-
-def plot_reliability(runs: Mapping, path, n_bins: int = 10) -> Path:
-    """Reliability diagram: the fraction of correct pairs against the stated match probability
-    (10 equal-width bins; marker area proportional to the pairs in the bin), one line per method.
-    Points on the diagonal are calibrated; below it, over-confident."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.2, 4.6))
-    ax.plot([0, 1], [0, 1], color="0.6", linestyle=":", label="calibrated")
-    for method, (result, problem) in runs.items():
-        (a, b), al = next(iter(result.alignments.items()))
-        if al.probabilities is None or not len(al):
-            continue
-        truth = problem.truth_between(a, b).mapping()
-        correct = np.array([truth.get(int(i)) == int(j) for i, j in al.pairs], dtype=float)
-        bins = np.minimum((al.probabilities * n_bins).astype(int), n_bins - 1)
-        used = np.unique(bins)
-        conf = np.array([al.probabilities[bins == k].mean() for k in used])
-        frac = np.array([correct[bins == k].mean() for k in used])
-        size = np.array([(bins == k).sum() for k in used])
-        line = ax.plot(conf, frac, marker="", label=method)[0]
-        ax.scatter(conf, frac, s=12 + 200 * size / size.sum(), color=line.get_color())
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("match probability (bin mean)")
-    ax.set_ylabel("fraction of pairs that are right")
-    ax.set_title("calibration of the match probabilities", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    return _save(fig, path)
 
 
 def plot_matched_halves(runs: Mapping, path, n_show: int = 12, seed: int = 0) -> Path:
