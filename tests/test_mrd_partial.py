@@ -67,9 +67,9 @@ KERNELS = [(1.7, np.array([0.7, 1.4, 2.5]), 0.15), (0.9, np.array([2.0, 0.6, 1.1
 @pytest.fixture(scope="module")
 def partial_data():
     """42 entities (40 and 41 observed by no view); view a sees 25 of them (shuffled), b 28 with an
-    overlap of 13 with a, c 10 (overlapping a and b)."""
+    overlap of 13 with a, c 10 (overlapping a and b) and entity 8 twice (two rows of one entity)."""
     X, rng = signals(40, seed=3)
-    rows = {"a": rng.permutation(25), "b": rng.permutation(np.arange(12, 40)), "c": np.arange(5, 35, 3)}
+    rows = {"a": rng.permutation(25), "b": rng.permutation(np.arange(12, 40)), "c": np.r_[np.arange(5, 35, 3), 8]}
     views = {"a": view_of(X[rows["a"]], [0, 1], 5, rng), "b": view_of(X[rows["b"]], [0, 2], 4, rng),
              "c": view_of(X[rows["c"]], [0, 3], 3, rng)}
     N, Q, M = 42, 3, 7
