@@ -316,3 +316,20 @@ def test_partial_fit_with_ten_percent_anchors_shares_the_common_signal():
     assert relevance[:, both].min() > 0.5
     for name in ("a", "b"):
         assert abs(np.corrcoef(model.latent_.means[name][:, both], signal[:, 0])[0, 1]) > 0.95
+
+
+def test_the_entities_of_an_alignment_problem_are_the_layout_of_the_partial_fit():
+    """AlignmentProblem.entities() gives (n_entities, observed): anchored rows share one latent point."""
+    from bayesalign.data import AlignmentProblem, Correspondence
+
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(30, 4)), rng.normal(size=(25, 3))
+    pairs = [(0, 3), (5, 5), (7, 1), (12, 20), (20, 0), (29, 24), (3, 9)]
+    problem = AlignmentProblem({"a": a, "b": b}, anchors=Correspondence.from_pairs(pairs, ("a", "b")))
+    n_entities, observed = problem.entities()
+    model = MRD(latent_dim=2, num_inducing=6, max_iter=0, progress=False, seed=0).fit(
+        problem, observed=observed, n_entities=n_entities)
+    assert model.entity_means_.shape == (30 + 25 - len(pairs), 2)
+    latent = model.latent_.means
+    for i, j in pairs:  # one latent point for both rows of an anchor
+        np.testing.assert_array_equal(latent["a"][i], latent["b"][j])
