@@ -237,7 +237,9 @@ def test_infer_of_a_non_finite_row_is_an_error_naming_it(sampled):
 
 def test_infer_warns_about_rows_that_run_out_of_evaluations(sampled):
     model, Y = sampled
-    with pytest.warns(RuntimeWarning, match=r"20 of 20 rows had not converged after 2 evaluations"):
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match=r"20 of 20 rows had not converged after 2 evaluations"):
         mean, var = infer_latent(model.module_, 1, Y, max_iter=2)
     assert bool(torch.isfinite(mean).all() & (var > 0).all())
 

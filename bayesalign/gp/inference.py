@@ -44,6 +44,7 @@ import warnings
 from collections.abc import Callable
 
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from torch.autograd.function import once_differentiable
 
 from ._optim import NonFiniteBoundError
@@ -513,7 +514,7 @@ def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol
     if not info["interrupted"] and not bool(info["converged"].all()):
         left = int((~info["converged"]).sum())
         warnings.warn(f"{desc}: {left} of {Y.shape[0]} rows had not converged after {max_iter} evaluations; "
-                      "they keep their best q(x*) so far (raise max_iter)", RuntimeWarning, stacklevel=2)
+                      "they keep their best q(x*) so far (raise max_iter)", ConvergenceWarning, stacklevel=2)
     mean, variance = x[:, :Q].clone(), x[:, Q:].exp()
     # cannot happen (rows only move to finite points), but a NaN must never be returned silently
     if not bool(torch.isfinite(mean).all() & torch.isfinite(variance).all()):
