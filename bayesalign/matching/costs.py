@@ -292,8 +292,8 @@ class _PointCosts:
         quantiles); for a group with smallest value s_lo, every violator lies in the ball
         C_ij < u_i - s_lo around a_i: one KD-tree ball query per row and group. The balls hold
         the violators and a thin shell more (removed by the exact check). If they would hold
-        too many pairs (or the problem is small), use the row-block scan. At N = 20000 points
-        in R^5 this takes about a third of the time of the scan.
+        too many pairs (or the problem is small), use the row-block scan (the speed-up is measured
+        in benchmarks/RESULTS.md).
         """
         if self.shape[0] * self.shape[1] <= 4 * _BLOCK_ENTRIES:  # a dense scan is cheaper when small
             yield from _block_suspects(self, u, v, tol)

@@ -290,8 +290,8 @@ def perturb_and_map(cost, n_samples: int = 100, temperature: float = 1.0, cost_l
     noise on every pair does not give exactly the Gibbs distribution
     :math:`p(\sigma) \propto \exp(-\sum_i C_{i\sigma(i)}/T)` (that would need one Gumbel per
     permutation); it is the cheap low-order perturbation of the paper. Returns the empirical
-    pair frequencies, an estimate of the match marginals. Cost: S dense solves (about 0.1 s
-    each at N = 1000) and a dense (n_a, n_b) noise buffer.
+    pair frequencies, an estimate of the match marginals. Cost: S dense solves and a dense
+    (n_a, n_b) noise buffer (timings: benchmarks/RESULTS.md).
 
     Examples
     --------
