@@ -159,6 +159,15 @@ class MRD(LatentGPBase):
     >>> mean, var = mrd.infer("b", views["b"][:5])
     >>> mean.shape
     (5, 3)
+
+    Partially observed: b's first 10 rows are a's first 10 entities (anchors), its other 30 rows
+    entities of their own (40 to 69):
+
+    >>> observed = {"b": np.r_[np.arange(10), np.arange(40, 70)]}
+    >>> mrd = MRD(latent_dim=3, num_inducing=10, max_iter=30, warmup_iters=10, progress=False, seed=0)
+    >>> mrd = mrd.fit({"a": views["a"], "b": views["b"][:40]}, observed=observed)
+    >>> mrd.entity_means_.shape, mrd.latent_.means["b"].shape
+    ((70, 3), (40, 3))
     """
 
     _method = "MRD"
