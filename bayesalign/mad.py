@@ -52,6 +52,12 @@ __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate
 
 #: MRD needs a few paired rows to estimate a latent space and its relevance weights.
 MIN_ANCHORS = 3
+#: What MRD learns from: the anchors only (the paper, section 3.1) or every row (a partially observed MRD).
+TRAININGS = ("anchors", "all_rows")
+#: p(X) of the all-rows model: a graph (GMRF) prior over the views' neighbourhoods, or N(0, I).
+LATENT_PRIORS = ("graph", "standard_normal")
+#: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
+ENGINES = ("collapsed", "svi")
 
 
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
@@ -213,7 +219,9 @@ class MAD(BaseEstimator):
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", shared_threshold: float = 0.05,
                  cost: str = "likelihood", temperature: float | None = None, infer_max_iter: int = 500, seed=None,
-                 device=None, progress: bool = False, mrd_options: dict | None = None, **mrd_kwargs):
+                 device=None, progress: bool = False, mrd_options: dict | None = None, training: str = "anchors",
+                 standardize: bool = False, latent_prior: str = "graph", graph_strength: float = 10.0,
+                 n_neighbors: int = 10, engine: str = "collapsed", svi_options: dict | None = None, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -229,6 +237,13 @@ class MAD(BaseEstimator):
                           f"mrd_options={{...}} instead", DeprecationWarning, stacklevel=2)
             mrd_options = {**(mrd_options or {}), **mrd_kwargs}
         self.mrd_options = mrd_options
+        self.training = training
+        self.standardize = standardize
+        self.latent_prior = latent_prior
+        self.graph_strength = graph_strength
+        self.n_neighbors = n_neighbors
+        self.engine = engine
+        self.svi_options = svi_options
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -249,6 +264,20 @@ class MAD(BaseEstimator):
         reserved = {"latent_dim", "num_inducing", "kernel", "seed", "device", "progress"} & set(self.mrd_options or {})
         if reserved:
             raise ValueError(f"mrd_options must not set {sorted(reserved)}: they are MAD's own parameters")
+        for name, allowed in (("training", TRAININGS), ("latent_prior", LATENT_PRIORS), ("engine", ENGINES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.engine == "svi" and self.training != "all_rows":
+            raise ValueError("engine='svi' fits every row (training='all_rows'); the paper's anchors-only procedure "
+                             "runs on the collapsed engine")
+        if not (np.isfinite(float(self.graph_strength)) and float(self.graph_strength) >= 0):
+            raise ValueError(f"graph_strength must be a finite number >= 0, got {self.graph_strength!r}")
+        if isinstance(self.n_neighbors, bool) or not isinstance(self.n_neighbors, (int, np.integer)) \
+                or self.n_neighbors < 1:
+            raise ValueError(f"n_neighbors must be a positive integer, got {self.n_neighbors!r}")
+        if self.svi_options is not None and not isinstance(self.svi_options, dict):
+            raise TypeError(f"svi_options must be a dict of StochasticMRD keywords or None, got "
+                            f"{type(self.svi_options).__name__}")
 
     @staticmethod
     def _check_problem(problem) -> np.ndarray:
@@ -331,9 +360,36 @@ class MAD(BaseEstimator):
         return MRD(latent_dim=int(self.latent_dim), num_inducing=min(int(self.num_inducing), n_train),
                    kernel=self.kernel, seed=self.seed, device=self.device, progress=self.progress, **kwargs)
 
+    def _views(self, problem: AlignmentProblem):
+        """The views MRD sees: standardised columns (``standardize=True``) or as given (MRD centres them)."""
+        return problem.views.standardised() if self.standardize else problem.views
+
     def _fit_model(self, problem: AlignmentProblem) -> None:
-        """MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v (eq. 4)."""
-        views, names = problem.views, problem.views.names
+        """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks."""
+        start = time.perf_counter()
+        if self.training == "anchors":
+            self._fit_anchors_only(problem)
+        else:
+            self._fit_all_rows(problem)
+        names = problem.views.names
+        threshold = float(self.shared_threshold)
+        relevance = self.model_.relevance_
+        self.relevance_ = relevance
+        self.shared_threshold_ = threshold
+        self.converged_ = bool(getattr(self.model_, "converged_", True))
+        self.shared_dims_ = {}
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                self.shared_dims_[(a, b)] = shared_dimensions(relevance[a], relevance[b], threshold, (a, b))
+        self._report_switched_off_views(relevance)
+        self.embedding_ = self._embedding(problem)
+        self.timings_["total_seconds"] = time.perf_counter() - start
+        self._stream = {}
+
+    def _fit_anchors_only(self, problem: AlignmentProblem) -> None:
+        """The paper's procedure: MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v
+        with view v's model only (eq. 4)."""
+        views, names = self._views(problem), problem.views.names
         groups = self.anchors_
         train = views.take({v: groups[:, k] for k, v in enumerate(names)})  # paired [G, p_v] views
         start = time.perf_counter()
@@ -345,23 +401,109 @@ class MAD(BaseEstimator):
             # [n, Q] each, with view's model only
             mean, var = self.model_.infer(view, views[view][rows], max_iter=int(self.infer_max_iter))
             self.posteriors_[view] = (rows, np.asarray(mean, np.float64), np.asarray(var, np.float64))
+        self.entities_ = None
         self.timings_ = {"fit_seconds": fitted - start, "infer_seconds": time.perf_counter() - fitted}
-        threshold = float(self.shared_threshold)
-        relevance = self.model_.relevance_
-        self.relevance_ = relevance
-        self.shared_threshold_ = threshold
-        self.shared_dims_ = {}
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                self.shared_dims_[(a, b)] = shared_dimensions(relevance[a], relevance[b], threshold, (a, b))
-        self.embedding_ = self._embedding(problem)
-        self._stream = {}
+
+    def _training_entities(self, problem: AlignmentProblem) -> tuple[int, dict[str, np.ndarray]]:
+        """One entity per training group (``anchors_``: given anchors seen by every view, and pairs found
+        by the bootstrap or self-training), then one per remaining row of each view."""
+        groups = self.anchors_
+        n = len(groups)
+        rows = {}
+        for k, view in enumerate(problem.views.names):
+            entity = np.full(problem.views.n_samples[view], -1, dtype=np.int64)
+            entity[groups[:, k]] = np.arange(len(groups))
+            free = np.flatnonzero(entity < 0)
+            entity[free] = n + np.arange(free.size)
+            n += free.size
+            rows[view] = entity
+        return n, rows
+
+    def _fit_all_rows(self, problem: AlignmentProblem) -> None:
+        r"""A partially observed MRD over every row (one latent point per entity; :meth:`MRD.fit` ``observed``).
+
+        The bound is :math:`\sum_v F_v(Y_v; q(X)[\mathrm{obs}_v]) - \mathrm{KL}(q(X) \| p(X))`: each view's
+        collapsed bound over the entities it observes (an anchor group in all its views, any other
+        row in its own view alone), the KL over all entities. With ``latent_prior="graph"``, p(X) is
+        the Gaussian Markov random field :math:`N(0, (I + \lambda L)^{-1})` of the union of the views'
+        kNN graphs over the entities (:func:`bayesalign.graph.entity_graph`), which keeps a row
+        near its neighbours, anchors among them. q(X) starts from the joint-Laplacian embedding of
+        the same graph structure (Wang, Krafft & Mahadevan 2011, section 5.2) on the training
+        anchors. The posteriors of the unaligned rows are their entities' q(x): no separate inference.
+        """
+        from .data import Correspondence
+        from .graph import entity_graph, laplacian
+        from .spectral import JointLaplacianAlignment
+
+        views, names = self._views(problem), problem.views.names
+        n_entities, rows = self._training_entities(problem)
+        arrays = {v: np.asarray(views[v]) for v in names}
+        groups = self.anchors_
+        anchors = [Correspondence((a, b), groups[:, i], groups[:, j])
+                   for i, a in enumerate(names) for j, b in enumerate(names) if i < j]
+        train = AlignmentProblem(views, anchors=anchors)
+        Q = int(self.latent_dim)
+        start = time.perf_counter()
+        with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
+            warnings.simplefilter("ignore")
+            init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(train).embedding_
+        prior = None
+        if self.latent_prior == "graph" and float(self.graph_strength) > 0:
+            from .gp.priors import GraphLaplacianPrior
+
+            W = entity_graph([arrays[v] for v in names], [rows[v] for v in names], n_entities, int(self.n_neighbors))
+            prior = GraphLaplacianPrior(laplacian(W)[0], float(self.graph_strength))
+        if self.engine == "svi":
+            from .gp import StochasticMRD
+
+            options = dict(self.svi_options or {})
+            options.setdefault("init", init)
+            self.model_ = StochasticMRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel,
+                                        seed=self.seed, device=self.device, progress=self.progress,
+                                        **options).fit(arrays, observed=rows)
+            mean, var = self.model_.latent_mean_, self.model_.latent_variance_  # [E, Q] each
+        else:
+            from .gp import MRD
+
+            options = dict(self.mrd_options or {})
+            options.setdefault("init", init)
+            self.model_ = MRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel, seed=self.seed,
+                              device=self.device, progress=self.progress, **options).fit(
+                arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
+            mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
+        self.posteriors_ = {}
+        for k, view in enumerate(names):
+            free = np.setdiff1d(np.arange(views.n_samples[view]), groups[:, k])
+            self.posteriors_[view] = (free, np.asarray(mean[rows[view][free]], np.float64),
+                                      np.asarray(var[rows[view][free]], np.float64))
+        self.entities_ = (n_entities, rows)
+        self.timings_ = {"fit_seconds": time.perf_counter() - start, "infer_seconds": 0.0}
+
+    def _report_switched_off_views(self, relevance) -> None:
+        """Warn when a view keeps no latent dimension, or a pair of views shares none: the matching would be random."""
+        self.switched_off_views_ = [v for v, r in relevance.items()
+                                    if not np.isfinite(np.max(r)) or float(np.max(r)) <= 1e-10 * max(
+                                        float(np.max(other)) for other in relevance.values())]
+        for view in self.switched_off_views_:
+            warnings.warn(f"MAD: the fit switched view {view!r} off (every ARD relevance ~0: "
+                          f"{np.asarray(relevance[view]).max():.2g} at most); its rows carry no information about "
+                          "the latent space, and any matching of them is random. Try a smaller latent_dim or "
+                          "num_inducing, standardize=True, or another init", RuntimeWarning, stacklevel=4)
+        for (a, b), dims in self.shared_dims_.items():
+            if len(dims) == 0:
+                warnings.warn(f"MAD: views {a!r} and {b!r} share no latent dimension at shared_threshold="
+                              f"{self.shared_threshold_}; the fit found nothing in common, and align() between them "
+                              "refuses rather than returning a random matching", RuntimeWarning, stacklevel=4)
 
     def _embedding(self, problem: AlignmentProblem) -> LatentEmbedding:
         """Every row's latent coordinates: anchor rows q(X) of their group, the others their posteriors."""
-        latent = self.model_.latent_
-        group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
-        group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
+        if self.entities_ is not None:  # all rows: the groups are the first entities
+            mean, var = self._entity_posteriors()
+            group_mean, group_var = np.asarray(mean[:len(self.anchors_)]), np.asarray(var[:len(self.anchors_)])
+        else:
+            latent = self.model_.latent_
+            group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
+            group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
         means, variances = {}, {}
         for k, view in enumerate(problem.views.names):
             n, q = problem.views.n_samples[view], group_mean.shape[1]
@@ -374,6 +516,12 @@ class MAD(BaseEstimator):
         relevance = {v: np.asarray(r).tolist() for v, r in self.relevance_.items()}
         return LatentEmbedding(means, variances, shared_dims=self.shared_dims_[first], method="mad",
                                info={"relevance": relevance, "shared_threshold": self.shared_threshold_})
+
+    def _entity_posteriors(self) -> tuple[np.ndarray, np.ndarray]:
+        """q(X) of every entity of the all-rows model: (means, variances) [n_entities, Q]."""
+        if self.engine == "svi":
+            return self.model_.latent_mean_, self.model_.latent_variance_
+        return self.model_.entity_means_, self.model_.entity_variances_
 
     def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MAD:
         """Add confident mutual-nearest pairs as anchors and refit, round after round (two views).
@@ -426,6 +574,14 @@ class MAD(BaseEstimator):
             self._discover(a, b, new_a, new_b, al.probabilities[keep], al.costs[keep], round_)
             self.anchors_ = np.vstack([self.anchors_, np.column_stack([new_a, new_b])])
             self._fit_model(problem)
+        added = sum(entry["added"] for entry in self.self_training_history_)
+        if self.bootstrap_ is not None:
+            self.bootstrap_["self_training_added"] = int(added)
+            if added == 0:
+                start = f"{len(self.bootstrap_['pairs'])} unsupervised starting pairs ({self.bootstrap_['method']})"
+                warnings.warn(f"MAD without anchors: self-training added no pair to the {start}, "
+                              "so nothing confirmed them; the alignment is likely wrong (a mirror image is common). "
+                              "Check bootstrap_ and give a few anchors if you can", RuntimeWarning, stacklevel=3)
         return self
 
     def _discover(self, a, b, index_a, index_b, probability, cost, round_) -> None:
@@ -557,6 +713,9 @@ class MAD(BaseEstimator):
     def _candidates(self, a, b):
         """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors."""
         dims = self.shared_dims(a, b)
+        if len(dims) == 0:
+            raise ValueError(f"views {a!r} and {b!r} share no latent dimension (relevance_ per view; "
+                             f"shared_threshold={self.shared_threshold_}): there is nothing to match them in")
         rows_a, mean_a, var_a = self.posteriors_[a]
         rows_b, mean_b, var_b = self.posteriors_[b]
         anchored = self.problem_.anchors_between(a, b)
