@@ -8,7 +8,7 @@ NaN entries left out. The guide is ``q(X) q(U) = prod_n N(mu_n, diag s_n) prod_v
 (:mod:`bayesalign.gp.svi.guide`).
 
 The evidence lower bound Pyro's ``TraceMeanField_ELBO`` estimates is (Hensman, Fusi & Lawrence, 2013;
-Titsias & Lawrence, 2010, with the expectation over q(X) taken by sampling)
+Titsias & Lawrence, 2010; the expectation over q(X) sampled for non-Gaussian views)
 
     ELBO = sum_v sum_{(i, d) observed} E_q(x) E_q(f) [log p_v(y_id | f_d(x))]
            - sum_v KL(q(u^(v)) || p(u^(v))) - KL(q(X) || p(X)) + log p(kernel and likelihood hyperparameters).
