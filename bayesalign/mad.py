@@ -517,6 +517,20 @@ class MAD(BaseEstimator):
         return LatentEmbedding(means, variances, shared_dims=self.shared_dims_[first], method="mad",
                                info={"relevance": relevance, "shared_threshold": self.shared_threshold_})
 
+    def save(self, path) -> None:
+        """Write the fitted MAD (its problem, posteriors, shared dimensions and MRD) to one ``.npz`` file, no pickle
+        (:func:`bayesalign.mad_io.save_mad`); :meth:`load` reads it back and aligns exactly as before."""
+        from .mad_io import save_mad
+
+        save_mad(self, path)
+
+    @classmethod
+    def load(cls, path, device=None) -> MAD:
+        """Read a MAD written by :meth:`save` (never unpickles; a corrupt file raises ``MADFileError`` naming it)."""
+        from .mad_io import load_mad
+
+        return load_mad(path, device=device)
+
     def _entity_posteriors(self) -> tuple[np.ndarray, np.ndarray]:
         """q(X) of every entity of the all-rows model: (means, variances) [n_entities, Q]."""
         if self.engine == "svi":

@@ -1,0 +1,169 @@
+"""Save and load a fitted MAD: one ``.npz`` file of plain arrays plus JSON metadata, no pickle.
+
+The file holds what :meth:`bayesalign.MAD.align` and the streaming matcher need: the problem it
+was fitted on (views, anchors, truth, labels), the training groups, the posteriors of the rows
+being aligned, the shared dimensions, the discovered pairs, and the collapsed MRD itself (its own
+model file, :func:`bayesalign.gp.io.save_model`, stored as bytes). Loading reads arrays with
+``allow_pickle=False`` and builds objects from a fixed list of types, so a file cannot make the
+loader run code.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ._utils import atomic_write
+from .data import AlignmentProblem, Correspondence, LatentEmbedding, Views
+
+__all__ = ["MADFileError", "load_mad", "save_mad"]
+
+FORMAT = "bayesalign.mad"
+FORMAT_VERSION = 1
+#: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
+_PLAIN = ("shared_threshold_", "converged_", "switched_off_views_", "timings_", "self_training_history_")
+
+
+class MADFileError(ValueError):
+    """A MAD file that cannot be loaded (truncated, corrupt, another kind of file); the message names it."""
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _correspondences(prefix, store, arrays) -> list:
+    out = []
+    for k, corr in enumerate(store.values()):
+        arrays[f"{prefix}/{k}/index_a"], arrays[f"{prefix}/{k}/index_b"] = corr.index_a, corr.index_b
+        if corr.weights is not None:
+            arrays[f"{prefix}/{k}/weights"] = corr.weights
+        out.append(list(corr.views))
+    return out
+
+
+def _read_correspondences(prefix, views_of, arrays) -> list[Correspondence]:
+    return [Correspondence(tuple(v), arrays[f"{prefix}/{k}/index_a"], arrays[f"{prefix}/{k}/index_b"],
+                           arrays.get(f"{prefix}/{k}/weights")) for k, v in enumerate(views_of)]
+
+
+def save_mad(model, path) -> None:
+    """Write a fitted :class:`~bayesalign.MAD` to ``path`` (an ``.npz`` file, written atomically)."""
+    from .gp.io import save_model
+
+    model._check_fitted()
+    if model.engine != "collapsed":
+        raise ValueError("only MAD fitted with the collapsed engine can be saved (engine='collapsed')")
+    params = model.get_params(deep=False)
+    if not isinstance(params["kernel"], str):
+        raise TypeError(f"only a MAD whose kernel was given by name can be saved; this one has "
+                        f"{type(params['kernel']).__name__}")
+    problem = model.problem_
+    arrays: dict[str, np.ndarray] = {}
+    names = list(problem.views.names)
+    for i, name in enumerate(names):
+        arrays[f"views/{i}"] = np.asarray(problem.views[name])
+        rows, mean, var = model.posteriors_[name]
+        arrays[f"posteriors/{i}/rows"], arrays[f"posteriors/{i}/mean"], arrays[f"posteriors/{i}/var"] = rows, mean, var
+        arrays[f"embedding/{i}/mean"] = model.embedding_.means[name]
+        arrays[f"embedding/{i}/var"] = model.embedding_.variance_of(name)
+        if problem.labels and name in problem.labels:
+            arrays[f"labels/{i}"] = np.asarray(problem.labels[name]).astype(str)  # plain unicode, never objects
+    arrays["anchors_"] = np.asarray(model.anchors_, dtype=np.int64)
+    discovered = {}
+    for k, ((a, b), found) in enumerate(model.discovered_.items()):
+        discovered[k] = [a, b]
+        for key, value in found.items():
+            arrays[f"discovered/{k}/{key}"] = np.asarray(value)
+    with tempfile.TemporaryDirectory() as folder:  # the MRD's own file, kept whole inside this one
+        inner = Path(folder) / "mrd.npz"
+        save_model(model.model_, inner)
+        arrays["mrd"] = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
+    if model.entities_ is not None:
+        for i, name in enumerate(names):
+            arrays[f"entities/{i}"] = model.entities_[1][name]
+    meta = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "params": _jsonable(params), "view_names": names,
+        "problem_name": problem.name, "anchors": _correspondences("anchors", problem.anchors, arrays),
+        "truth": _correspondences("truth", problem.truth, arrays),
+        "shared_dims": [[a, b, np.asarray(d).tolist()] for (a, b), d in model.shared_dims_.items()],
+        "relevance": {k: np.asarray(v).tolist() for k, v in model.relevance_.items()},
+        "discovered": discovered, "bootstrap": _jsonable(model.bootstrap_),
+        "n_entities": None if model.entities_ is None else int(model.entities_[0]),
+        "plain": {key: _jsonable(getattr(model, key, None)) for key in _PLAIN},
+        "embedding_shared_dims": np.asarray(model.embedding_.shared_dims).tolist(),
+    }
+    arrays["meta"] = np.array(json.dumps(meta))
+    with atomic_write(Path(path), "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def load_mad(path, device=None):
+    """Read a MAD written by :func:`save_mad` (``MAD.save``); raises :class:`MADFileError` naming the file."""
+    import zipfile
+
+    try:
+        return _read(path, device)
+    except (FileNotFoundError, MADFileError):
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
+        raise MADFileError(f"{path}: not a readable bayesalign MAD file ({type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:200]})") from exc
+
+
+def _read(path, device):
+    from .gp.io import load_model
+    from .mad import MAD
+
+    with np.load(Path(path), allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise MADFileError(f"{path}: not a bayesalign MAD file (format {meta.get('format')!r} "
+                           f"version {meta.get('format_version')!r})")
+    names = list(meta["view_names"])
+    labels = {name: arrays[f"labels/{i}"] for i, name in enumerate(names) if f"labels/{i}" in arrays}
+    problem = AlignmentProblem(Views({name: arrays[f"views/{i}"] for i, name in enumerate(names)}),
+                               anchors=_read_correspondences("anchors", meta["anchors"], arrays),
+                               truth=_read_correspondences("truth", meta["truth"], arrays),
+                               labels=labels or None, name=meta["problem_name"])
+    model = MAD(**meta["params"])
+    model.problem_ = problem
+    with tempfile.TemporaryDirectory() as folder:
+        inner = Path(folder) / "mrd.npz"
+        inner.write_bytes(arrays["mrd"].tobytes())
+        model.model_ = load_model(inner, device=device)
+    model.anchors_ = arrays["anchors_"]
+    model.posteriors_ = {name: (arrays[f"posteriors/{i}/rows"], arrays[f"posteriors/{i}/mean"],
+                                arrays[f"posteriors/{i}/var"]) for i, name in enumerate(names)}
+    model.relevance_ = {k: np.asarray(v) for k, v in meta["relevance"].items()}
+    model.shared_dims_ = {(a, b): np.asarray(d, dtype=np.int64) for a, b, d in meta["shared_dims"]}
+    model.discovered_ = {}
+    for k, (a, b) in meta["discovered"].items():
+        prefix = f"discovered/{k}/"
+        model.discovered_[(a, b)] = {key[len(prefix):]: value for key, value in arrays.items()
+                                     if key.startswith(prefix)}
+    model.bootstrap_ = meta["bootstrap"]
+    if model.bootstrap_ is not None and "pairs" in model.bootstrap_:
+        model.bootstrap_["pairs"] = np.asarray(model.bootstrap_["pairs"], dtype=np.int64)
+    model.entities_ = None if meta["n_entities"] is None else (
+        int(meta["n_entities"]), {name: arrays[f"entities/{i}"] for i, name in enumerate(names)})
+    for key, value in meta["plain"].items():
+        setattr(model, key, value)
+    model.embedding_ = LatentEmbedding({n: arrays[f"embedding/{i}/mean"] for i, n in enumerate(names)},
+                                       {n: arrays[f"embedding/{i}/var"] for i, n in enumerate(names)},
+                                       shared_dims=np.asarray(meta["embedding_shared_dims"], dtype=np.int64),
+                                       method="mad")
+    model._stream = {}
+    return model
