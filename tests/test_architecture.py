@@ -27,7 +27,8 @@ ALLOWED = {
     "spectral": {"graph", "data"},
     "bootstrap": {"matching", "spectral", "data"},
     # graph and spectral: the all-rows model's graph prior over the views' neighbourhoods and its start
-    "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data"},
+    "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data", "mad_io"},
+    "mad_io": {"mad", "gp", "data"},  # MAD's own files (no pickle)
     "pipelines": {"gp", "spectral", "data"},
 }
 
