@@ -24,8 +24,9 @@ is the same everywhere: with ``cost_limit = L``, leaving one point of either vie
 costs ``L / 2``, so a pair costlier than ``L`` is never worth making.
 """
 
-from .assignment import assign, linear_assignment, myopic_assignment, sparse_assignment
+from .assignment import DEFAULT_VIEWS, DENSE_LIMIT, assign, linear_assignment, myopic_assignment, sparse_assignment
 from .costs import (
+    METRICS,
                     knn_edges,
                     likelihood_cost,
                     mean_distance_cost,
