@@ -240,9 +240,8 @@ def rbf_psi2(
     >>> import torch
     >>> one = torch.ones((), dtype=torch.float64)
     >>> mu, S, Z = torch.zeros(3, 1).double(), torch.zeros(3, 1).double(), torch.zeros(2, 1).double()
-    >>> rbf_psi2(2 * one, one.reshape(1), mu, S, Z)  # 3 points at 0: 3 * k(0, 0)^2
-    tensor([[12., 12.],
-            [12., 12.]], dtype=torch.float64)
+    >>> rbf_psi2(2 * one, one.reshape(1), mu, S, Z).tolist()  # 3 points at 0: 3 * k(0, 0)^2
+    [[12.0, 12.0], [12.0, 12.0]]
     """
     # Stationary: shift mu and Z by one constant point so the expanded squares stay small
     # (cancellation in float32 otherwise); the shift is detached, so gradients are unchanged.
