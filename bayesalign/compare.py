@@ -280,13 +280,16 @@ def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(tasks), desc="comparison", unit="task", disable=not progress_bar or not tasks)
-    calls = (delayed(_run_task)(*task, options) for task in tasks)
     if backend == "loky" and (jobs == 1 or len(tasks) <= 1):  # in this process: no pickling, no workers
         for task in tasks:
             yield _run_task(*task, options)
             bar.update()
         bar.close()
         return
+    # the Bayesian fits (minutes) first, the spectral ones (seconds) fill the gaps: longest first keeps
+    # every worker busy until the end (the table is sorted into grid order afterwards)
+    slow_first = sorted(tasks, key=lambda task: not any(get_method(m).bayesian for _, m in task[4]))
+    calls = (delayed(_run_task)(*task, options) for task in slow_first)
     client = None
     if backend == "dask":
         try:
