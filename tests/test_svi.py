@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 import bayesalign as ba
 from bayesalign.gp.svi import StochasticMRD, expected_log_likelihood, make_likelihood
 
-torch.set_default_dtype(torch.float64)
+F64 = torch.float64  # the package's default dtype; the tests make their tensors in it explicitly
 
 
 def _quiet(estimator, views, **kw):
@@ -75,7 +75,8 @@ def test_closed_form_gaussian_term_against_monte_carlo(toy_views, collapsed):
         gen = torch.Generator().manual_seed(0)
         draws = []
         for _ in range(20):
-            x = model.q_x.mean + model.q_x.variance.sqrt() * torch.randn(100, *model.q_x.mean.shape, generator=gen)
+            x = model.q_x.mean + model.q_x.variance.sqrt() * torch.randn(100, *model.q_x.mean.shape, generator=gen,
+                                                                                 dtype=F64)
             m, v = gp.marginals(x.reshape(-1, x.shape[-1]))
             ell = expected_log_likelihood(lik, Y.repeat(100, 1), m, v).reshape(100, -1).sum(1)
             draws.append(ell)
@@ -87,20 +88,20 @@ def test_closed_form_gaussian_term_against_monte_carlo(toy_views, collapsed):
 @pytest.mark.parametrize("name", ["gaussian", "bernoulli", "poisson", "negative_binomial"])
 def test_expected_log_likelihood_against_monte_carlo(name):
     gen = torch.Generator().manual_seed(0)
-    mean = torch.randn(4, 3, generator=gen) * 0.8
-    variance = torch.rand(4, 3, generator=gen) * 0.5 + 0.05
+    mean = torch.randn(4, 3, generator=gen, dtype=F64) * 0.8
+    variance = torch.rand(4, 3, generator=gen, dtype=F64) * 0.5 + 0.05
     likelihood = make_likelihood(name, noise=0.3).double()
     if name == "negative_binomial":
         likelihood.dispersion = 2.5
     if name == "gaussian":
-        y = torch.randn(4, 3, generator=gen)
+        y = torch.randn(4, 3, generator=gen, dtype=F64)
     elif name == "bernoulli":
-        y = (torch.rand(4, 3, generator=gen) < 0.5).double()
+        y = (torch.rand(4, 3, generator=gen, dtype=F64) < 0.5).double()
     else:
         y = torch.poisson(mean.exp(), generator=gen)
     with torch.no_grad():
         value = expected_log_likelihood(likelihood, y, mean, variance)  # [4, 3]
-        f = mean + variance.sqrt() * torch.randn(100_000, 4, 3, generator=gen)  # 1e5 draws of f ~ q(f)
+        f = mean + variance.sqrt() * torch.randn(100_000, 4, 3, generator=gen, dtype=F64)  # 1e5 draws of f ~ q(f)
         if name == "gaussian":
             log_p = torch.distributions.Normal(f, likelihood.noise.sqrt()).log_prob(y)
         else:
@@ -192,13 +193,15 @@ def test_priors_change_the_bound_by_their_log_density(toy_views):
     with_prior = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, kernel=kernel, max_epochs=0, progress=False,
                                       seed=0), toy_views)
     with_prior.model_.load_state_dict(base.model_.state_dict(), strict=False)  # all but the prior's own buffers
-    log_density = sum(GammaPrior(2.0, 2.0).log_prob(gp.covar_module.base_kernel.lengthscale).sum().item()
+    two = torch.tensor(2.0, dtype=F64)
+    log_density = sum(GammaPrior(two, two).log_prob(gp.covar_module.base_kernel.lengthscale).sum().item()
                       for gp in base.model_.gps)
     assert with_prior.elbo(seed=1) - base.elbo(seed=1) == pytest.approx(log_density, abs=1e-8)
 
     import pyro.distributions as dist
+    prior = dist.Normal(torch.zeros(3, dtype=F64), 2.0 * torch.ones(3, dtype=F64)).to_event(1)
     wide = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0,
-                                latent_prior=dist.Normal(torch.zeros(3), 2.0 * torch.ones(3)).to_event(1)), toy_views)
+                                latent_prior=prior), toy_views)
     wide.model_.load_state_dict(base.model_.state_dict())
     mu, s = base.latent_mean_, base.latent_variance_
     kl = lambda var: 0.5 * np.sum((s + mu ** 2) / var - 1 - np.log(s / var))  # noqa: E731
