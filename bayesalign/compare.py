@@ -15,6 +15,10 @@ the k nearest?); ``foscttm``  fraction of samples closer than the true match; ``
 ``seconds``  wall time of fit and matching. A method that fails on a dataset is recorded with its
 error in the ``error`` column; the suite goes on.
 
+:func:`run_comparison` runs the grid's fits in parallel with joblib (``jobs``; local processes or a
+Dask cluster, ``backend="dask"``) and, with ``cache``, keeps every finished run on disk so that an
+interrupted or extended comparison fits only what is missing.
+
 Examples
 --------
 >>> SUITE["mfeat_fou_kar"][:2]
