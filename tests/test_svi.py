@@ -292,3 +292,22 @@ def test_minibatch_elbo_is_unbiased(toy_views, collapsed):
     chunked = np.array([svi.elbo(num_samples=1, batch_size=16, seed=s) for s in range(30)])
     se = math.hypot(full.std(ddof=1), chunked.std(ddof=1)) / math.sqrt(30)
     assert 0 < se and abs(full.mean() - chunked.mean()) < 4 * se
+
+
+def test_embedding_start_under_partial_observation(toy_views):
+    # A LatentEmbedding start (what MAD passes: per-view rows) gives each entity the mean of its rows' coordinates,
+    # as the collapsed engine does (entity_means_from_embedding): an anchor entity sits between its two rows.
+    from bayesalign.data import LatentEmbedding
+
+    a, b = toy_views["a"], toy_views["b"]
+    rows_b = np.r_[0:10, 60:110]  # entities 0-9 seen by both views, 10-59 by "a" only, 60-109 by "b" only
+    rng = np.random.default_rng(0)
+    emb = LatentEmbedding({"a": rng.normal(size=(60, 2)), "b": rng.normal(size=(60, 2))})
+    model = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, init=emb, max_epochs=0, progress=False, seed=0),
+                   {"a": a, "b": b}, observed={"a": np.arange(60), "b": rows_b})
+    mean = model.latent_mean_
+    assert mean.shape == (110, 2)
+    # up to the common centring and scaling: entity 3 (both views) is the midpoint of its two rows' coordinates
+    scale = (emb.means["a"][20] - emb.means["a"][30]) / (mean[20] - mean[30])
+    assert np.allclose((emb.means["a"][3] + emb.means["b"][3]) / 2 - emb.means["a"][20],
+                       (mean[3] - mean[20]) * scale, atol=1e-10)

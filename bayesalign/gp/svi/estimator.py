@@ -20,8 +20,9 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
-from .._model import check_observed, complete_views, init_latent, resolve_dtype
+from ..initialisation import check_observed, complete_views, entity_means_from_embedding, init_latent
 from ..kernels import ard_relevance, make_kernel
+from ..module import resolve_dtype
 from .guide import LatentPosterior, ViewGP
 from .likelihoods import LIKELIHOODS, check_targets, expected_log_likelihood, make_likelihood
 from .model import SVIMRDModel
@@ -354,6 +355,8 @@ class StochasticMRD(BaseEstimator):
 
     def _initial_latent(self, names, targets, likelihoods, observed, N, Q) -> np.ndarray:
         init = self.init
+        if isinstance(init, LatentEmbedding) and any(r is not None for r in observed):
+            return entity_means_from_embedding(init, names, observed, N, Q)  # each entity: the mean of its rows
         if not isinstance(init, str) or init == "random":
             return init_latent(init, names, targets, Q, self.seed, n_rows=N)
         if init != "pca":
