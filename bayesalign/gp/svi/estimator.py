@@ -483,6 +483,9 @@ class StochasticMRD(BaseEstimator):
         source = mrd.module_
         if tuple(mrd.view_names_) != self.view_names_ or any(n != "gaussian" for n in self.likelihoods_.values()):
             raise ValueError("load_collapsed needs the same views, all Gaussian, as the collapsed MRD")
+        if any(r is not None for r in self.observed_) or any(source.observed(v) is not None
+                                                                for v in range(len(self.view_names_))):
+            raise ValueError("load_collapsed supports paired views only (observed=None in both models)")
         model = self.model_
         with torch.no_grad():
             model.q_x.mean.copy_(source.q_mean.to(model.q_x.mean))
