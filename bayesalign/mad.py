@@ -285,7 +285,8 @@ class MAD(BaseEstimator):
         if not isinstance(problem, AlignmentProblem):
             raise TypeError(f"MAD.fit expects an AlignmentProblem, got {type(problem).__name__}")
         groups = problem.anchor_groups()
-        if problem.anchors and 0 < len(groups) < MIN_ANCHORS or (problem.anchors and len(groups) == 0):
+        given = sum(len(corr) for corr in problem.anchors.values())  # an empty Correspondence is no anchor
+        if given and len(groups) < MIN_ANCHORS:
             raise ValueError(f"MAD needs at least {MIN_ANCHORS} anchors present in every view to fit MRD, got "
                              f"{len(groups)}; with no anchors at all it bootstraps them without supervision")
         for k, view in enumerate(problem.views.names):
