@@ -180,9 +180,14 @@ class LatentGPBase(BaseEstimator):
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
         if self.max_iter > 0 and not self.converged_:
-            warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations (max_iter={self.max_iter}) "
-                          f"before the optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum "
-                          "(converged_ is False): raise max_iter", ConvergenceWarning, stacklevel=3)
+            if self.n_iter_ >= self.max_iter:
+                why, advice = f"at max_iter={self.max_iter}", "raise max_iter"
+            else:  # the optimiser gave up on its own (e.g. a line search that found no better point)
+                message = getattr(self, "optimizer_message_", "") or "no reason given"
+                why, advice = f"by the optimiser's own stop ({message})", "try another init or seed"
+            warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations, {why}, before the "
+                          f"optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum (converged_ "
+                          f"is False): {advice}", ConvergenceWarning, stacklevel=3)
         return self
 
     def _optimise(self, max_iter: int):
@@ -235,6 +240,7 @@ class LatentGPBase(BaseEstimator):
             elif not precondition:
                 plain_converged = result.converged
             self.converged_ = result.converged
+            self.optimizer_message_ = result.message
             if result.interrupted:
                 self._interrupted = True
                 break
