@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_mrd_partial import set_state  # tests/test_mrd_partial.py: q(X), Z and kernel settings of a fit
 
 from bayesalign.data import AlignmentProblem, LatentEmbedding, Views
 from bayesalign.gp import MRD, BayesianGPLVM, cca_latent
@@ -22,19 +23,6 @@ def toy_views(N=60, D=12, seed=0):
     Ya = X[:, [0, 1]] @ rng.normal(size=(2, D)) + 0.1 * rng.normal(size=(N, D))
     Yb = X[:, [0, 2]] @ rng.normal(size=(2, D)) + 0.1 * rng.normal(size=(N, D))
     return {"a": Ya, "b": Yb}
-
-
-def set_view_state(model, mu, S, Z, kernels):
-    """Set q(X), the inducing inputs and per view (outputscale, lengthscales, noise)."""
-    module = model.module_
-    with torch.no_grad():
-        module.q_mean.copy_(torch.as_tensor(mu))
-        module.q_variance = torch.as_tensor(S, dtype=F64)
-        module.inducing_inputs.copy_(torch.as_tensor(Z)[None].expand_as(module.inducing_inputs))
-        for kernel, (variance, lengthscale, _) in zip(module.kernels, kernels):
-            kernel.outputscale = variance
-            kernel.base_kernel.lengthscale = torch.as_tensor(lengthscale, dtype=F64)
-        module.noise = torch.as_tensor([noise for _, _, noise in kernels], dtype=F64)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +49,7 @@ def test_bound_equals_gpy_mrd(state):
     views, mu, S, Z, kernels = state
     ours = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False, jitter=1e-8).fit(views)
     # GPy adds an absolute 1e-8 to Kuu, ours is relative to the mean diagonal: match them per view
-    set_view_state(ours, mu, S, Z, kernels)
+    set_state(ours, mu, S, Z, kernels)
     gpy_kernels = [GPy.kern.RBF(3, ARD=True, variance=v, lengthscale=ls) for v, ls, _ in kernels]
     gpy = GPy.models.MRD(list(views.values()), input_dim=3, X=mu.copy(), X_variance=S.copy(), num_inducing=7,
                          kernel=gpy_kernels)
@@ -108,11 +96,11 @@ def test_bound_equals_gpy_mrd_with_linear_plus_white_kernels(state):
 def test_mrd_bound_is_the_sum_of_single_view_bounds_with_the_kl_counted_once(state):
     views, mu, S, Z, kernels = state
     mrd = MRD(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(views)
-    set_view_state(mrd, mu, S, Z, kernels)
+    set_state(mrd, mu, S, Z, kernels)
     singles = []
     for Y, kernel in zip(views.values(), kernels):
         model = BayesianGPLVM(latent_dim=3, num_inducing=7, init=mu, max_iter=0, progress=False).fit(Y)
-        set_view_state(model, mu, S, Z, [kernel])
+        set_state(model, mu, S, Z, [kernel])
         singles.append(model.elbo())
     kl = float(mrd.module_.kl().detach())
     assert mrd.elbo() == pytest.approx(sum(singles) + kl, rel=1e-12)
