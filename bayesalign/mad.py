@@ -125,13 +125,25 @@ def _anchor_init(train, latent_dim: int, seed):
 
 
 class MAD(BaseEstimator):
-    """Manifold Alignment Determination (Damianou, Lawrence & Ek, 2016), with uncertainty-aware matching.
+    r"""Manifold Alignment Determination (Damianou, Lawrence & Ek, 2016), with uncertainty-aware matching.
 
-    MAD trains MRD (a multi-view Bayesian GP-LVM with ARD kernels; :class:`bayesalign.gp.MRD`)
-    on the anchor rows only (eq. 2-3 of the paper), infers for the unaligned rows of each
-    view v a posterior q_v(x) = N(mu, diag(S)) with *that view's* model only (eq. 4), and
-    matches the two sets of posteriors in the latent dimensions that the ARD relevance
-    weights mark as shared by both views (section 3.1).
+    Two procedures (``training``):
+
+    - ``"anchors"`` (the default, the paper's): MRD (a multi-view Bayesian GP-LVM with ARD kernels;
+      :class:`bayesalign.gp.MRD`) on the anchor rows only (eq. 2-3), then for the unaligned rows of
+      each view v a posterior q_v(x) = N(mu, diag(S)) with *that view's* model only (eq. 4);
+    - ``"all_rows"``: a partially observed MRD over every row, one latent point per entity (an
+      anchor group seen by all its views, any other row by its own view alone):
+      :math:`\sum_v F_v(Y_v; q(X)[\mathrm{obs}_v]) - \mathrm{KL}(q(X) \| p(X))`, with p(X) a graph
+      prior that keeps each row near its kNN neighbours (``latent_prior="graph"``,
+      :class:`bayesalign.gp.priors.GraphLaplacianPrior`) and q(X) started from the joint-Laplacian
+      embedding; the unaligned rows' posteriors are their entities' q(x). Every row teaches the GP
+      mappings and the ARD weights. ``engine="svi"`` fits the same layout with Pyro SVI
+      (:class:`bayesalign.gp.StochasticMRD`, N(0, I) prior).
+
+    Either way, the posteriors are matched in the latent dimensions that the ARD relevance
+    weights mark as shared by both views (section 3.1). Which procedure is better depends on the
+    data (``benchmarks/bench_mad_real.py``; numbers in ``benchmarks/RESULTS.md``).
 
     Costs (``cost``): ``"mean"`` is the paper's D**, the squared Euclidean distance between
     posterior means (:func:`mean_distance_cost`); ``"likelihood"`` (default) is the match
@@ -176,11 +188,35 @@ class MAD(BaseEstimator):
         Further keywords of :class:`bayesalign.gp.MRD` (e.g. ``max_iter``, ``init``, ``dtype``).
         (Passing them as keywords of MAD itself, ``MAD(max_iter=...)``, is deprecated: it still
         works, with a DeprecationWarning, and lands in ``mrd_options``.)
+    training : {"anchors", "all_rows"}
+        What MRD learns from (above).
+    standardize : bool
+        Give every column unit variance before fitting (``Views.standardised``); otherwise views
+        are only centred, so a column's units weigh in its relevance. Off by default (the paper).
+    latent_prior : {"graph", "standard_normal"}
+        p(X) of the all-rows model: N(0, (I + graph_strength * L)^-1) over the entities, L the
+        Laplacian of the union of the views' ``n_neighbors``-nearest-neighbour graphs
+        (:func:`bayesalign.graph.entity_graph`), or N(0, I).
+    graph_strength : float
+        lambda of the graph prior (0: N(0, I)).
+    n_neighbors : int
+        Neighbours per row of the graph prior and of the joint-Laplacian start.
+    engine : {"collapsed", "svi"}
+        The exact collapsed bound with L-BFGS (default), or Pyro SVI with minibatches
+        (``training="all_rows"`` only; ``svi_options`` are keywords of ``StochasticMRD``).
+    svi_options : dict, optional
+        Keywords of :class:`bayesalign.gp.StochasticMRD` (e.g. ``max_epochs``, ``likelihood``).
 
     Attributes
     ----------
-    model_ : MRD
-        The model trained on the anchors (after the last self-training round).
+    model_ : MRD or StochasticMRD
+        The fitted model (after the last self-training round): on the anchors, or on every row.
+    entities_ : (int, dict view -> int array) or None
+        With ``training="all_rows"``: the number of entities and the entity of each row of each view.
+    converged_ : bool
+        Whether the model's optimiser reached its tolerance (a ConvergenceWarning says when not).
+    switched_off_views_ : list of str
+        Views whose every ARD relevance is ~0 (warned: their rows carry no latent information).
     anchors_ : int array (G, V)
         The rows it was trained on, one column per view (given anchors + discovered pairs).
     posteriors_ : dict view -> (rows, mean [n, Q], var [n, Q])
@@ -548,6 +584,15 @@ class MAD(BaseEstimator):
         pair qualifies or after ``max_rounds``. This is the paper's future work ("adding only
         pairs which the model are relatively certain about and update the model", section 5).
         Appends one entry per round to ``self_training_history_``.
+
+        What each step increases (hard EM over the correspondence): the matching step picks the
+        pairs of highest posterior match probability under the current model (the E-step,
+        truncated to the confident mutual pairs); tying a pair makes its two rows one entity, and
+        the refit maximises the bound of the model in which those rows share one latent point (the
+        M-step). With ``training="all_rows"`` this is the collapsed bound of the whole data set under
+        the new correspondence, so the bounds of successive rounds compare models of the same
+        rows (``self_training_history_["elbo"]``); with ``training="anchors"`` it is the bound of
+        the enlarged anchor set, and the rounds' bounds are not comparable.
         """
         self._check_fitted()
         problem = self.problem_
