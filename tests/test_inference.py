@@ -19,7 +19,7 @@ from bayesalign.gp.kernels import make_kernel
 from bayesalign.gp.psi import psi_statistics
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_mrd import set_view_state  # noqa: E402
+from test_mrd_partial import set_state  # noqa: E402
 
 F64 = torch.float64
 
@@ -126,7 +126,7 @@ def sampled():
         views[name] = F + np.sqrt(noise) * rng.normal(size=F.shape)
     model = MRD(latent_dim=Q, num_inducing=M, max_iter=0, progress=False, seed=0).fit(
         {k: v[:N] for k, v in views.items()})
-    set_view_state(model, X[:N], np.full((N, Q), 0.01), X[rng.choice(N, M, replace=False)], hyper)
+    set_state(model, X[:N], np.full((N, Q), 0.01), X[rng.choice(N, M, replace=False)], hyper)
     keep = model.kept_columns_["b"]
     Y = model._tensor(views["b"][N:][:, keep] - model.output_means_["b"][keep])  # [n, D] centred
     return model, Y
