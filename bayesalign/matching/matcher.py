@@ -214,6 +214,11 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
     """Local pairs (ia, ib), their costs and probabilities, on the dense (n_a, n_b) cost."""
     ma, va, mb, vb = posteriors
     C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
+    hard = None
+    if matcher == "hungarian":
+        hard = linear_assignment(C, cost_limit=cost_limit)
+    elif matcher == "myopic":
+        hard = myopic_assignment(C, order=order, cost_limit=cost_limit)
     if matcher == "perturb":
         sampled = perturb_and_map(C, n_samples=int(n_samples), temperature=T, cost_limit=cost_limit, seed=seed)
         P = sampled.frequencies.toarray()  # [n_a, n_b]
@@ -223,15 +228,16 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
         P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
         info["probability"] = "sinkhorn marginal"
     else:  # dense Sinkhorn is too slow here (near-hard costs): kNN candidates
-        ei, ej, _ = _candidate_pairs(ma, mb, SINKHORN_NEIGHBORS, C.shape, cost_limit)
+        ei, ej = knn_edges(ma, mb, SINKHORN_NEIGHBORS)
+        if cost_limit is None:  # Sinkhorn's marginals need a matching of every row of the smaller view among
+            # the candidates: the optimal assignment's pairs are one (no search over k)
+            full = hard if matcher == "hungarian" else linear_assignment(C)
+            keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
+            ei, ej = keys // C.shape[1], keys % C.shape[1]
         P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit)
         P = P.toarray()  # [n_a, n_b]
-        info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
-    if matcher == "hungarian":
-        hard = linear_assignment(C, cost_limit=cost_limit)
-    elif matcher == "myopic":
-        hard = myopic_assignment(C, order=order, cost_limit=cost_limit)
-    else:
+        info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's)"
+    if hard is None:
         hard = _max_expected_matches(P, C, cost_limit)
     ia, ib = hard.index_a, hard.index_b
     return ia, ib, C[ia, ib], P[ia, ib]
