@@ -1,5 +1,8 @@
 """The comparison suite: every method on every shipped dataset, at several anchor fractions and seeds.
 
+(About 600 lines, one file: the grid, its parallel / cached runner and the tables it writes share
+one run record; the figures themselves live in :mod:`bayesalign.plot`.)
+
 For one dataset, anchor fraction and seed, the paired views are split into anchors and held-out
 rows (``AlignmentProblem.split_anchors``), the held-out rows of the last view are shuffled
 (``shuffle_unaligned``) so that no method can use the row order, and each method of

@@ -3,6 +3,8 @@ generalized eigen-solver behind the spectral alignment methods.
 
 Everything here is ``scipy.sparse`` (CSR) and linear in the number of points, except
 :func:`geodesic_distances`, whose output is dense by nature (one row per source point).
+(Over 600 lines, one file: every function builds on the same sparse-graph checks and the
+estimators use them together; split by job it would be several files importing each other.)
 
 API summary (stable; used by ``bayesalign.spectral``)
 -----------------------------------------------------

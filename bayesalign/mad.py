@@ -19,8 +19,8 @@ self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), 
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
 Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
-``benchmarks/RESULTS.md``. (About 650 lines, one class: fit, self-training, the streaming matcher
-and align all work on the same fitted state.)
+``benchmarks/RESULTS.md``. (About 880 lines, one class: fit (anchors only or all rows), self-training,
+the streaming matcher and align all work on the same fitted state.)
 """
 
 from __future__ import annotations

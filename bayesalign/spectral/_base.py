@@ -1,5 +1,9 @@
 """Shared machinery of the spectral alignment estimators.
 
+(Over 600 lines, one file: the base estimator, its one validation boundary and the per-view
+graph / embedding helpers every spectral method calls are one contract; each method's own
+module stays small because of it.)
+
 API summary (stable; used by every module of ``bayesalign.spectral``)
 --------------------------------------------------------------------
 ``SpectralAlignment``
