@@ -6,8 +6,8 @@ unaligned rows (lower is better; 0.5 is random) of:
 - the baselines at each setting of a small documented grid: CCA and the joint Laplacian with
   n_components 2, 5, 10 (where the views allow it), least squares, the anchor-similarity baseline;
   "best baseline" is the one with the lowest mean over the seeds, at its best setting;
-- MAD learning from every row (``training="all_rows"``) and MAD on the anchors only (the paper's
-  procedure, ``training="anchors"``, the default), each on standardised and on centred views.
+- MAD learning from every row (``training="all_rows"``, the default) and MAD on the anchors only (the
+  paper's procedure, ``training="anchors"``), each on standardised and on centred views.
 
 and, for MAD, the expected calibration error of its match probabilities (Hungarian, likelihood cost)
 and the seconds of fit + alignment. Every number of the table comes from this one run:

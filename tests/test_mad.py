@@ -137,7 +137,9 @@ def toy():
 
     problem = mad_toy("linear_shared", seed=0, n_anchors=10).shuffle_unaligned(seed=0)
     before = {v: problem.views[v].copy() for v in problem.views}, problem.anchors_between("Y1", "Y2").pairs.copy()
-    mad = MAD(latent_dim=3, num_inducing=10, seed=0, mrd_options=dict(max_iter=150, warmup_iters=50)).fit(problem)
+    # the paper's procedure (MRD on the anchors, then q(x) per view), whose Table 1 these tests follow
+    mad = MAD(latent_dim=3, num_inducing=10, seed=0, training="anchors",
+              mrd_options=dict(max_iter=150, warmup_iters=50)).fit(problem)
     return problem, mad, before
 
 
@@ -290,7 +292,8 @@ def test_fewer_anchors_than_latent_dimensions_pad_the_pca_initialisation():
 
     problem = mad_toy("linear_shared", seed=0, n=60).split_anchors(5, seed=0).shuffle_unaligned(seed=0)
     with pytest.warns(RuntimeWarning, match="5 anchors allow 4 PCA dimensions"):
-        mad = MAD(latent_dim=6, num_inducing=5, seed=0, mrd_options=dict(max_iter=60, warmup_iters=20)).fit(problem)
+        mad = MAD(latent_dim=6, num_inducing=5, seed=0, training="anchors",
+                  mrd_options=dict(max_iter=60, warmup_iters=20)).fit(problem)
     assert mad.model_.module_.q_mean.shape == (5, 6)
     assert evaluate(mad.align(), problem)["accuracy"] > 0.9  # measured: 1.0 (chance: 1/55)
 

@@ -75,7 +75,7 @@ def test_bad_options_are_refused(toy):
     with pytest.raises(ValueError, match="training must be one of"):
         ba.MAD(training="everything").fit(toy)
     with pytest.raises(ValueError, match="engine='svi' fits every row"):
-        ba.MAD(engine="svi").fit(toy)
+        ba.MAD(engine="svi", training="anchors").fit(toy)
     with pytest.raises(ValueError, match="graph_strength"):
         ba.MAD(training="all_rows", graph_strength=-1.0).fit(toy)
 
