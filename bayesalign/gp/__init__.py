@@ -10,7 +10,8 @@
   (the collapsed bound and the optimal q(u)), :mod:`.psi` and :mod:`.functions` (psi-statistics: the
   closed forms and the fused RBF path), :mod:`.kernels` (kernel factory, ARD relevance),
   :mod:`.initialisation` (views in, q(X) starts; :func:`cca_latent`), :mod:`._model` (the estimator
-  base), :mod:`._optim` (L-BFGS / Adam), :mod:`.inference` (q(x*) of new rows), :mod:`.io` (files).
+  base), :mod:`._optim` (L-BFGS / Adam), :mod:`.inference` (q(x*) of new rows), :mod:`.io` (files),
+  :mod:`.priors` (p(X): N(0, I) or a graph prior, :class:`GraphLaplacianPrior`; ``MRD.fit(latent_prior=...)``).
 - The stochastic engine (Pyro / SVI, minibatches, other likelihoods): :mod:`.svi`.
 """
 
@@ -29,7 +30,8 @@ from .bgplvm import BayesianGPLVM
 from .io import load_model
 from .kernels import ard_relevance, make_kernel
 from .mrd import MRD
+from .priors import GraphLaplacianPrior, StandardNormalPrior
 from .svi import StochasticMRD
 
-__all__ = ["BayesianGPLVM", "MRD", "NonFiniteBoundError", "ard_relevance", "cca_latent", "load_model",
-           "make_kernel", "StochasticMRD"]
+__all__ = ["BayesianGPLVM", "GraphLaplacianPrior", "MRD", "NonFiniteBoundError", "StandardNormalPrior",
+           "StochasticMRD", "ard_relevance", "cca_latent", "load_model", "make_kernel"]
