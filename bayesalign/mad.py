@@ -443,21 +443,6 @@ class MAD(BaseEstimator):
         self.entities_ = None
         self.timings_ = {"fit_seconds": fitted - start, "infer_seconds": time.perf_counter() - fitted}
 
-    def _training_entities(self, problem: AlignmentProblem) -> tuple[int, dict[str, np.ndarray]]:
-        """One entity per training group (``anchors_``: given anchors seen by every view, and pairs found
-        by the bootstrap or self-training), then one per remaining row of each view."""
-        groups = self.anchors_
-        n = len(groups)
-        rows = {}
-        for k, view in enumerate(problem.views.names):
-            entity = np.full(problem.views.n_samples[view], -1, dtype=np.int64)
-            entity[groups[:, k]] = np.arange(len(groups))
-            free = np.flatnonzero(entity < 0)
-            entity[free] = n + np.arange(free.size)
-            n += free.size
-            rows[view] = entity
-        return n, rows
-
     def _fit_all_rows(self, problem: AlignmentProblem) -> None:
         r"""A partially observed MRD over every row (one latent point per entity; :meth:`MRD.fit` ``observed``).
 
@@ -475,12 +460,12 @@ class MAD(BaseEstimator):
         from .spectral import JointLaplacianAlignment
 
         views, names = self._views(problem), problem.views.names
-        n_entities, rows = self._training_entities(problem)
         arrays = {v: np.asarray(views[v]) for v in names}
-        groups = self.anchors_
+        groups = self.anchors_  # the given anchors seen by every view, and pairs found by bootstrap / self-training
         anchors = [Correspondence((a, b), groups[:, i], groups[:, j])
                    for i, a in enumerate(names) for j, b in enumerate(names) if i < j]
         train = AlignmentProblem(views, anchors=anchors)
+        n_entities, rows = train.entities()  # one entity per training group, then one per other row
         Q = int(self.latent_dim)
         start = time.perf_counter()
         with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
@@ -536,13 +521,18 @@ class MAD(BaseEstimator):
 
     def _embedding(self, problem: AlignmentProblem) -> LatentEmbedding:
         """Every row's latent coordinates: anchor rows q(X) of their group, the others their posteriors."""
-        if self.entities_ is not None:  # all rows: the groups are the first entities
+        first = tuple(problem.views.names[:2])
+        relevance = {v: np.asarray(r).tolist() for v, r in self.relevance_.items()}
+        info = {"relevance": relevance, "shared_threshold": self.shared_threshold_}
+        if self.entities_ is not None:  # all rows: each row's entity
             mean, var = self._entity_posteriors()
-            group_mean, group_var = np.asarray(mean[:len(self.anchors_)]), np.asarray(var[:len(self.anchors_)])
-        else:
-            latent = self.model_.latent_
-            group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
-            group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
+            rows = self.entities_[1]
+            return LatentEmbedding({v: np.asarray(mean[rows[v]]) for v in problem.views.names},
+                                   {v: np.asarray(var[rows[v]]) for v in problem.views.names},
+                                   shared_dims=self.shared_dims_[first], method="mad", info=info)
+        latent = self.model_.latent_
+        group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
+        group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
         means, variances = {}, {}
         for k, view in enumerate(problem.views.names):
             n, q = problem.views.n_samples[view], group_mean.shape[1]
@@ -551,10 +541,7 @@ class MAD(BaseEstimator):
             variances[view][self.anchors_[:, k]] = group_var
             rows, mean, var = self.posteriors_[view]
             means[view][rows], variances[view][rows] = mean, var
-        first = tuple(problem.views.names[:2])
-        relevance = {v: np.asarray(r).tolist() for v, r in self.relevance_.items()}
-        return LatentEmbedding(means, variances, shared_dims=self.shared_dims_[first], method="mad",
-                               info={"relevance": relevance, "shared_threshold": self.shared_threshold_})
+        return LatentEmbedding(means, variances, shared_dims=self.shared_dims_[first], method="mad", info=info)
 
     def save(self, path) -> None:
         """Write the fitted MAD (its problem, posteriors, shared dimensions and MRD) to one ``.npz`` file, no pickle
