@@ -88,7 +88,7 @@ _ENTRIES = [
               f"{_CHAPTER}, sec. 5.2"),
     _spectral("linear", "LinearAlignment", "feature-level alignment (manifold projections)",
               f"{_CHAPTER}, sec. 5.3.1"),
-    _spectral("procrustes", "ProcrustesAlignment", "LPP per view + Procrustes on the anchors",
+    _spectral("procrustes", "ProcrustesAlignment", "Laplacian eigenmaps per view + Procrustes on the anchors",
               "Wang & Mahadevan 2008 (ICML)"),
     _spectral("global-geometry", "GlobalGeometryAlignment", "alignment preserving global geodesic geometry",
               "Wang & Mahadevan 2013 (IJCAI)"),

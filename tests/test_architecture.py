@@ -24,7 +24,7 @@ ALLOWED = {
     "matching": {"data"},
     "metrics": {"data"},
     "gp": {"data"},
-    "spectral": {"graph", "data"},
+    "spectral": {"graph", "metrics", "data"},  # metrics: least squares picks its reference by held-out FOSCTTM
     "bootstrap": {"matching", "spectral", "data"},
     # graph and spectral: the all-rows model's graph prior over the views' neighbourhoods and its start
     "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data", "mad_io"},

@@ -181,24 +181,59 @@ def test_least_squares_symmetric_does_not_depend_on_view_order():
     forward = AlignmentProblem.paired({"a": a, "b": b}).split_anchors(30, seed=0)
     backward = AlignmentProblem({"b": b, "a": a}, anchors=forward.anchors_between("b", "a"),
                                 truth=forward.truth_between("b", "a"))
-    emb_f = LeastSquaresAlignment().fit(forward).embedding_
-    emb_b = LeastSquaresAlignment().fit(backward).embedding_
+    emb_f = LeastSquaresAlignment(direction="symmetric").fit(forward).embedding_
+    emb_b = LeastSquaresAlignment(direction="symmetric").fit(backward).embedding_
     # the latent blocks are permuted, the geometry is the same: equal pairwise distances
     for v in ("a", "b"):
         cols = np.r_[4:10, 0:4]  # backward order is [b block (4), a block (6)]
         np.testing.assert_allclose(emb_b[v][:, cols], emb_f[v], atol=1e-10)  # round-off of two lstsq solves
     assert foscttm(emb_f, forward) == pytest.approx(foscttm(emb_b, backward), abs=1e-12)
-    # the one-sided form does depend on the order (the reason for the default)
+    # the one-sided form does depend on the order (the reason for the automatic reference)
     one_f = foscttm(LeastSquaresAlignment(direction="to_first").fit(forward).embedding_, forward)
     one_b = foscttm(LeastSquaresAlignment(direction="to_first").fit(backward).embedding_, backward)
     assert abs(one_f - one_b) > 1e-3
+    # the default picks its reference from the anchors: the same reference, the same result in either order
+    auto_f, auto_b = LeastSquaresAlignment().fit(forward), LeastSquaresAlignment().fit(backward)
+    assert auto_f.reference_ == auto_b.reference_
+    assert auto_f.reference_scores_ == pytest.approx(auto_b.reference_scores_, abs=1e-12)
+    for v in ("a", "b"):
+        np.testing.assert_allclose(auto_b.embedding_[v], auto_f.embedding_[v], atol=1e-10)
+    # and it is the better of the two one-sided forms here, where they differ
+    assert foscttm(auto_f.embedding_, forward) == pytest.approx(min(one_f, one_b), abs=1e-12)
+
+
+def test_least_squares_auto_reference_score_is_cross_validated_foscttm_by_hand():
+    rng = np.random.default_rng(7)
+    Z = rng.normal(size=(60, 2))
+    a = Z @ rng.normal(size=(2, 5)) + 0.2 * rng.normal(size=(60, 5))
+    b = np.sin(2 * Z) @ rng.normal(size=(2, 3)) + 0.2 * rng.normal(size=(60, 3))
+    problem = AlignmentProblem.paired({"a": a, "b": b}).split_anchors(23, seed=1)
+    model = LeastSquaresAlignment().fit(problem)
+    for ref, other in (("a", "b"), ("b", "a")):
+        corr = problem.anchors_between(other, ref)
+        X, Y = problem.views[other][corr.index_a], problem.views[ref][corr.index_b]
+        scores = []
+        for fold in range(5):  # interleaved folds over the 23 anchor pairs
+            held = np.arange(23) % 5 == fold
+            F = np.linalg.pinv(X[~held] - X[~held].mean(0)) @ (Y[~held] - Y[~held].mean(0))
+            mapped = (X[held] - X[~held].mean(0)) @ F + Y[~held].mean(0)
+            D = np.linalg.norm(mapped[:, None, :] - Y[held][None, :, :], axis=2)  # held-out rows only
+            true = np.diag(D)
+            closer = [(np.sum(D[i] < true[i]) + 0.5 * (np.sum(D[i] == true[i]) - 1)) / (held.sum() - 1)
+                      for i in range(held.sum())]
+            closer_t = [(np.sum(D[:, j] < true[j]) + 0.5 * (np.sum(D[:, j] == true[j]) - 1)) / (held.sum() - 1)
+                        for j in range(held.sum())]
+            scores.append(0.5 * (np.mean(closer) + np.mean(closer_t)))
+        assert model.reference_scores_[ref] == pytest.approx(np.mean(scores), abs=1e-12)
+    assert model.reference_ == min(("a", "b"), key=lambda r: (model.reference_scores_[r], r != "a"))
+    assert LeastSquaresAlignment(direction="to_first").fit(problem).reference_scores_ == {}
 
 
 def test_least_squares_symmetric_blocks_are_the_two_regressions():
     rng = np.random.default_rng(4)
     a, b = rng.normal(size=(40, 3)), rng.normal(size=(40, 5))
     problem = AlignmentProblem.paired({"a": a, "b": b}).split_anchors(15, seed=0)
-    model = LeastSquaresAlignment().fit(problem)
+    model = LeastSquaresAlignment(direction="symmetric").fit(problem)
     rows = problem.anchors_between("a", "b").index_a
     ac, bc = a[rows] - a[rows].mean(0), b[rows] - b[rows].mean(0)
     np.testing.assert_allclose(model.coef_[("a", "b")], np.linalg.pinv(ac) @ bc, atol=1e-10)
@@ -219,6 +254,8 @@ def test_least_squares_three_views_need_anchors_between_every_pair_when_symmetri
                Correspondence.from_pairs([(i, i) for i in range(10)], ("a", "c"))]  # none between b and c
     problem = AlignmentProblem({"a": a, "b": b, "c": c}, anchors=anchors)
     with pytest.raises(ValueError, match=r"0 anchor pair\(s\) between views 'b' and 'c'.*direction='to_first'"):
-        LeastSquaresAlignment().fit(problem)
+        LeastSquaresAlignment(direction="symmetric").fit(problem)
+    auto = LeastSquaresAlignment().fit(problem)  # only view a is anchored to both others
+    assert auto.reference_ == "a" and set(auto.reference_scores_) == {"a"}
     emb = LeastSquaresAlignment(direction="to_first").fit(problem).embedding_
     assert emb.n_components == 2  # the first view's feature space

@@ -57,6 +57,7 @@ from sklearn.base import BaseEstimator
 from .._utils import as_rng
 from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
 from ..graph import (
+    DEGREE_RATIO_LIMIT,
     check_degrees,
     degree_spread,
     heat_kernel,
@@ -217,7 +218,7 @@ def anchor_tuples(problem: AlignmentProblem, names: Sequence[str] | None = None)
     return {first: rows, **{v: partner[v][rows] for v in names[1:]}}
 
 
-AFFINITIES = ("local", "heat", "connectivity")
+AFFINITIES = ("local", "heat", "auto", "connectivity")
 # K of Zelnik-Manor & Perona (2004): sigma_i is the distance to the 7th neighbour (fewer if n_neighbors < 7)
 LOCAL_SCALE_NEIGHBOR = 7
 
@@ -234,6 +235,10 @@ def within_view_affinity(X, n_neighbors: int, *, affinity: str = "local", sigma:
       because it lies far from the others.
     - ``"heat"``: one global width, ``exp(-d^2 / (2 sigma^2))``, ``sigma`` the median k-NN distance
       of the view unless given (:func:`bayesalign.graph.heat_kernel`; Belkin & Niyogi 2003).
+    - ``"auto"``: the heat kernel, unless its degrees span more than
+      :data:`bayesalign.graph.DEGREE_RATIO_LIMIT` (a row nearly cut off from the graph); then local
+      scaling for this view: the global width where it serves, local widths where it would strand
+      rows (no degree warning then, since local scaling is what cures it).
     - ``"connectivity"``: 0/1 weights.
 
     Warns (naming the view and the rows) when the degrees of ``W^{(a)}`` span more than
@@ -241,15 +246,17 @@ def within_view_affinity(X, n_neighbors: int, *, affinity: str = "local", sigma:
     """
     if affinity not in AFFINITIES:
         raise ValueError(f"affinity must be one of {AFFINITIES}, got {affinity!r}")
-    if sigma is not None and affinity != "heat":
+    if sigma is not None and affinity not in ("heat", "auto"):
         raise ValueError(f"sigma is the width of affinity='heat'; got sigma={sigma} with affinity={affinity!r}")
     mode = "connectivity" if affinity == "connectivity" else "distance"
     G = knn_graph(X, n_neighbors, mode=mode, connect_components=connect_components, name=name)
-    if affinity == "heat":
+    if affinity in ("heat", "auto"):
         W = heat_kernel(G, sigma)
-    elif affinity == "local":
+        if affinity == "auto":
+            affinity = "heat" if degree_spread(W)[0] <= DEGREE_RATIO_LIMIT else "local"
+    if affinity == "local":
         W = local_scaling_kernel(G, min(LOCAL_SCALE_NEIGHBOR, int(n_neighbors)))
-    else:
+    elif affinity == "connectivity":
         W = G
     hint = ("these rows lie far from all others: more neighbours, or removing them, may help" if affinity == "local"
             else "affinity='local' (local scaling) or more neighbours may help")

@@ -55,7 +55,7 @@ class ProcrustesAlignment(SpectralAlignment):
     """Embed each view on its own, then align the embeddings on the anchors by Procrustes analysis.
 
     Wang & Mahadevan (2008), section 2.2: (1-2) a low-dimensional embedding of each view
-    (LPP by default, a map defined everywhere; Laplacian eigenmaps or PCA also); (3) on the
+    (Laplacian eigenmaps by default, as in the paper; LPP, a map defined for new rows, or PCA also); (3) on the
     anchors, the isotropic scale ``k``, rotation/reflection ``Q`` and translation that best map
     the second view's embedding onto the first's (:func:`procrustes`); (4) the same ``k``,
     ``Q`` applied to every point of the second view. The shape of each manifold is kept, unlike
@@ -69,18 +69,22 @@ class ProcrustesAlignment(SpectralAlignment):
     n_components : int
         Dimension of the per-view embeddings (for ``"none"``: the common number of features).
     embedding : "laplacian", "diffusion", "lpp", "pca" or "none"
-        See :func:`bayesalign.spectral.embed_view`. Default: locality preserving projections
-        (LPP, which the paper names beside Laplacian eigenmaps), a linear map defined for new rows
-        that aligned best on average over the shipped real pairs at 10% anchors
-        (benchmarks/RESULTS.md, "Spectral methods"). Laplacian eigenmaps on a single-width heat
-        kernel could place a row far from all others at ~1/sqrt(its tiny degree) and collapse the
-        rest of the view to a few distinct points; the base class reports such an embedding
+        See :func:`bayesalign.spectral.embed_view`. Default: Laplacian eigenmaps (the paper's),
+        on the ``"auto"`` graph, which aligned best on average over the shipped real pairs at 10%
+        anchors and no worse than the heat kernel on any of them (benchmarks/RESULTS.md,
+        "Spectral methods"). ``"lpp"`` (locality preserving projections, which the paper names
+        beside Laplacian eigenmaps) is a linear map defined for new rows. Laplacian eigenmaps on a
+        single-width heat kernel can place a row far from all others at ~1/sqrt(its tiny degree)
+        and collapse the rest of the view to a few distinct points; ``"auto"`` switches such a
+        view to local scaling, and the base class reports any degenerate embedding
         (``degenerate_views_`` and a warning).
     n_neighbors : int
         k of the k-NN graphs (graph embeddings only).
-    affinity : "local", "heat" or "connectivity"
-        Within-view weights of the graph embeddings: local scaling (default) or one heat-kernel
-        width (:func:`~bayesalign.spectral._base.within_view_affinity`).
+    affinity : "auto", "local", "heat" or "connectivity"
+        Within-view weights of the graph embeddings
+        (:func:`~bayesalign.spectral._base.within_view_affinity`): ``"auto"`` (default) is one
+        heat-kernel width unless that leaves a row nearly cut off (degree ratio above
+        ``bayesalign.graph.DEGREE_RATIO_LIMIT``), then local scaling for that view.
     reg : float
         Relative ridge of LPP.
     connect_components : bool
@@ -110,8 +114,8 @@ class ProcrustesAlignment(SpectralAlignment):
     (True, 0.5)
     """
 
-    def __init__(self, n_components: int = 2, embedding: str = "lpp", n_neighbors: int = 10, *,
-                 affinity: str = "local", reg: float = 1e-6, connect_components: bool = False):
+    def __init__(self, n_components: int = 2, embedding: str = "laplacian", n_neighbors: int = 10, *,
+                 affinity: str = "auto", reg: float = 1e-6, connect_components: bool = False):
         self.n_components = n_components
         self.embedding = embedding
         self.n_neighbors = n_neighbors
