@@ -3,12 +3,15 @@
 The estimator only (the model is :class:`bayesalign.gp.MRD`, the costs and solvers are
 :mod:`bayesalign.matching`, the anchors' groups :meth:`bayesalign.data.AlignmentProblem.anchor_groups`):
 
-1. train MRD on the anchor rows only (the paper's eq. 2-3; for more than two views on the
-   anchor groups present in every view);
-2. infer q_v(x) = N(mu, diag S) of the unaligned rows of each view v with view v's model only
-   (eq. 4, ``MRD.infer``);
-3. compare the two sets of posteriors in the latent dimensions that the ARD relevance weights
-   mark as shared by both views (section 3.1, :func:`shared_dimensions`) with a cost -- the
+1. fit MRD. The paper's procedure (``training="anchors"``, eq. 2-3) trains it on the anchor
+   rows only (for more than two views on the anchor groups present in every view) and then
+   infers q_v(x) = N(mu, diag S) of the unaligned rows of each view v with view v's model only
+   (eq. 4, ``MRD.infer``). The default (``training="all_rows"``) fits a partially observed MRD
+   on every row: one latent point per entity (an anchor group, or an unaligned row seen by one
+   view), each view's collapsed bound over the entities it observes, under a graph (GMRF) prior
+   that keeps each view's neighbours together (:class:`bayesalign.gp.GraphLaplacianPrior`);
+2. compare the two sets of posteriors in the latent dimensions that the ARD relevance weights
+   mark as shared by both views (section 3.1, :func:`bayesalign.gp.shared_dimensions`) with a cost -- the
    paper's D** (squared distance between the means) or the match likelihood of the whole
    posteriors (beyond the paper) -- and match (:func:`bayesalign.matching.match`): Hungarian
    (nonmyopic), the myopic online rule (:meth:`MAD.match_one` streams it), or the
@@ -19,7 +22,7 @@ self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), 
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
 Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
-``benchmarks/RESULTS.md``. (About 880 lines, one class: fit (anchors only or all rows), self-training,
+``benchmarks/RESULTS.md``. (About 860 lines, one class: fit (anchors only or all rows), self-training,
 the streaming matcher and align all work on the same fitted state.)
 """
 
@@ -48,7 +51,7 @@ from .matching import sinkhorn_marginals as _sinkhorn_marginals
 from .metrics import evaluate
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
-           "likelihood_cost", "mean_distance_cost", "mutual_nearest", "pair_costs", "shared_dimensions"]
+           "likelihood_cost", "mean_distance_cost", "mutual_nearest", "pair_costs"]
 
 #: MRD needs a few paired rows to estimate a latent space and its relevance weights.
 MIN_ANCHORS = 3
@@ -77,27 +80,6 @@ def _truth_pairs(problem: AlignmentProblem, a: str, b: str) -> set[tuple[int, in
         return None
     return set(zip(truth.index_a.tolist(), truth.index_b.tolist()))
 
-
-
-def shared_dimensions(relevance_a, relevance_b, threshold: float, views=("a", "b")) -> np.ndarray:
-    """Latent dimensions whose ARD relevance exceeds ``threshold`` times its view's largest, in both views.
-
-    The shared-dimension rule of MRD (Damianou, Ek, Titsias & Lawrence 2012, section 3) as MAD
-    uses it (Damianou, Lawrence & Ek 2016, section 3.1). If no dimension passes in both views,
-    the one with the largest min(rel_a / max a, rel_b / max b) is used, with a RuntimeWarning
-    (matching in no dimension at all is meaningless).
-
-    >>> shared_dimensions([1.0, 0.5, 0.01], [0.9, 0.01, 0.4], 0.05).tolist()
-    [0]
-    """
-    na = np.asarray(relevance_a, np.float64) / max(float(np.max(relevance_a)), np.finfo(float).tiny)
-    nb = np.asarray(relevance_b, np.float64) / max(float(np.max(relevance_b)), np.finfo(float).tiny)
-    dims = np.flatnonzero((na > threshold) & (nb > threshold))
-    if dims.size == 0:
-        dims = np.array([int(np.argmax(np.minimum(na, nb)))])
-        warnings.warn(f"no latent dimension is shared by views {tuple(views)} at threshold {threshold}; using "
-                      f"dimension {dims[0]} (the most shared)", RuntimeWarning, stacklevel=3)
-    return dims
 
 
 def _anchor_init(train, latent_dim: int, seed):
@@ -232,7 +214,7 @@ class MAD(BaseEstimator):
         MRD's ARD relevance weights per view.
     shared_dims_ : dict (a, b) -> int array
         The latent dimensions shared by each pair of views (at ``shared_threshold_``,
-        :func:`shared_dimensions`).
+        :func:`bayesalign.gp.shared_dimensions`).
     shared_threshold_ : float
     discovered_ : dict (a, b) -> dict of arrays
         Pairs added by the zero-anchor bootstrap and by self-training (``index_a``,
@@ -405,6 +387,8 @@ class MAD(BaseEstimator):
 
     def _fit_model(self, problem: AlignmentProblem) -> None:
         """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks."""
+        from .gp import shared_dimensions
+
         start = time.perf_counter()
         if self.training == "anchors":
             self._fit_anchors_only(problem)
@@ -419,7 +403,8 @@ class MAD(BaseEstimator):
         self.shared_dims_ = {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                self.shared_dims_[(a, b)] = shared_dimensions(relevance[a], relevance[b], threshold, (a, b))
+                self.shared_dims_[(a, b)] = shared_dimensions({a: relevance[a], b: relevance[b]}, threshold,
+                                                              fallback=True)
         self._report_switched_off_views(relevance)
         self.embedding_ = self._embedding(problem)
         self.timings_["total_seconds"] = time.perf_counter() - start

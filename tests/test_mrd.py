@@ -446,3 +446,19 @@ def test_a_fit_stopped_by_max_iter_warns_and_says_so():
         warnings.simplefilter("error", ConvergenceWarning)
         done = MRD(max_iter=2000, tol=1e-3, **kwargs).fit(views)
     assert done.converged_ and done.n_iter_ < 2000
+
+
+def test_shared_dimension_rule_has_one_owner_with_an_explicit_fallback():
+    from bayesalign.gp import relevant_dimensions, shared_dimensions
+
+    relevance = {"a": np.array([1.0, 0.5, 0.01, 0.0]), "b": np.array([0.9, 0.01, 0.4, 0.0])}
+    # 0.05 x the largest: a keeps 0 and 1, b keeps 0 and 2
+    assert relevant_dimensions(relevance["a"], 0.05).tolist() == [True, True, False, False]
+    assert shared_dimensions(relevance, 0.05).tolist() == [0]
+    assert relevant_dimensions(np.zeros(3), 0.05).tolist() == [False] * 3  # a switched-off view uses nothing
+    apart = {"a": np.array([1.0, 0.0, 0.3]), "b": np.array([0.0, 1.0, 0.2])}
+    assert shared_dimensions(apart, 0.5).size == 0  # MRD says so: no shared space
+    with pytest.warns(RuntimeWarning, match="no latent dimension is shared by views \\('a', 'b'\\).*dimension 2"):
+        assert shared_dimensions(apart, 0.5, fallback=True).tolist() == [2]  # max of min(0.3, 0.2)
+    with pytest.raises(ValueError, match="must be in \\[0, 1\\)"):
+        relevant_dimensions(relevance["a"], 1.0)

@@ -24,6 +24,18 @@ from ..data import AlignmentProblem
 from ._resources import read_gzip_text
 from .acclaim import Skeleton, joint_positions, read_amc, read_asf
 
+
+def _check_choices(loader: str, what: str, given, available) -> tuple:
+    """``given`` as a tuple of 2 or more different members of ``available``; else a ValueError naming the loader."""
+    given = tuple(given)
+    unknown = [g for g in given if g not in available]
+    if unknown:
+        raise ValueError(f"{loader}: unknown {what} {unknown} (not shipped); choose from {available}")
+    if len(set(given)) != len(given) or len(given) < 2:
+        raise ValueError(f"{loader}: need 2 or more different {what}, got {given}")
+    return given
+
+
 # ------------------------------------------------------------------------------------------------
 # Protein
 # ------------------------------------------------------------------------------------------------
@@ -33,6 +45,7 @@ PROTEIN_RESIDUES = 215
 
 
 @cache
+
 def _protein_model(model: int) -> np.ndarray:
     lines = read_gzip_text(f"1G7O-{model}.pdb.3d.real.gz").split("\n")
     count = int(lines[0])
@@ -69,12 +82,7 @@ def protein(models: Sequence[int] = (1, 10, 21), scale: bool = True) -> Alignmen
     >>> p.views.names, p.views.n_samples["model1"]
     (('model1', 'model10', 'model21'), 215)
     """
-    models = tuple(models)
-    unknown = [m for m in models if m not in PROTEIN_SCALES]
-    if unknown:
-        raise ValueError(f"protein: models {unknown} are not shipped; choose from {sorted(PROTEIN_SCALES)}")
-    if len(set(models)) != len(models) or len(models) < 2:
-        raise ValueError(f"protein: need 2 or more different models, got {models}")
+    models = _check_choices("protein", "models", models, sorted(PROTEIN_SCALES))
     views = {f"model{m}": _protein_model(m) * (PROTEIN_SCALES[m] if scale else 1.0) for m in models}
     return AlignmentProblem.paired(views, labels=np.arange(PROTEIN_RESIDUES), name="protein_1g7o")
 
@@ -192,12 +200,7 @@ def mfeat(views: Sequence[str] = ("fou", "kar"), n_per_class: int | None = None,
     >>> p.views.n_features, p.views.n_samples["mor"]
     ({'mor': 6, 'zer': 47}, 50)
     """
-    views = tuple(views)
-    unknown = [v for v in views if v not in MFEAT_VIEWS]
-    if unknown:
-        raise ValueError(f"mfeat: unknown views {unknown}; choose from {list(MFEAT_VIEWS)}")
-    if len(set(views)) != len(views) or len(views) < 2:
-        raise ValueError(f"mfeat: need 2 or more different views, got {views}")
+    views = _check_choices("mfeat", "views", views, list(MFEAT_VIEWS))
     tables = {v: _mfeat_table(v) for v in views}
     labels = tables[views[0]][1]
     for v in views[1:]:

@@ -28,10 +28,11 @@ from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM
 from .io import load_model
-from .kernels import ard_relevance, make_kernel
+from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .mrd import MRD
 from .priors import GraphLaplacianPrior, StandardNormalPrior
 from .svi import StochasticMRD
 
 __all__ = ["BayesianGPLVM", "GraphLaplacianPrior", "MRD", "NonFiniteBoundError", "StandardNormalPrior",
-           "StochasticMRD", "ard_relevance", "cca_latent", "load_model", "make_kernel"]
+           "StochasticMRD", "ard_relevance", "cca_latent", "load_model", "make_kernel",
+           "relevant_dimensions", "shared_dimensions"]

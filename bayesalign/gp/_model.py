@@ -33,7 +33,7 @@ from .initialisation import (
     init_latent,
 )
 from .io import load_model, save_model
-from .kernels import ard_relevance, make_kernel
+from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .module import LatentGPModule, resolve_dtype
 from .psi import psi_statistics
 
@@ -293,14 +293,7 @@ class LatentGPBase(BaseEstimator):
                 for name, k in zip(self.view_names_, self.module_.kernels)}
 
     def _active(self, threshold: float) -> dict[str, np.ndarray]:
-        if not 0 <= threshold < 1:
-            raise ValueError(f"threshold is relative to the largest relevance of a view; it must be in [0, 1), "
-                             f"got {threshold!r}")
-        out = {}
-        for name, rel in self.relevance_.items():
-            top = rel.max()
-            out[name] = rel > threshold * top if top > 0 else np.zeros(rel.shape, dtype=bool)
-        return out
+        return {name: relevant_dimensions(rel, threshold) for name, rel in self.relevance_.items()}
 
     @property
     def latent_(self) -> LatentEmbedding:
@@ -341,8 +334,7 @@ class LatentGPBase(BaseEstimator):
     _default_threshold = 0.05
 
     def _shared(self, threshold):
-        active = self._active(threshold)
-        return np.flatnonzero(np.logical_and.reduce(list(active.values())))
+        return shared_dimensions(self.relevance_, threshold)
 
     @property
     def noise_variance_(self) -> dict[str, float]:

@@ -13,8 +13,11 @@ GPyTorch has no "white" kernel (noise on the diagonal only), which the GP-LVM us
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from gpytorch.constraints import GreaterThan, Positive
 from gpytorch.kernels import (
@@ -30,7 +33,7 @@ from torch import Tensor
 
 from .functions.rbf_psi import RBFGram
 
-__all__ = ["WhiteKernel", "make_kernel", "ard_relevance"]
+__all__ = ["WhiteKernel", "make_kernel", "ard_relevance", "relevant_dimensions", "shared_dimensions"]
 
 
 class WhiteKernel(Kernel):
@@ -338,6 +341,46 @@ def ard_relevance(kernel: Kernel, input_dim: int | None = None) -> Tensor:
         elif t.kind == "rbf" or (t.kind == "other" and getattr(t.leaf, "has_lengthscale", False)):
             relevance = relevance + t.scale(like) * t.precision(input_dim, like)
     return relevance
+
+
+def relevant_dimensions(relevance, threshold: float) -> np.ndarray:
+    """Boolean mask [Q]: the dimensions whose ARD relevance exceeds ``threshold`` times the view's largest.
+
+    MRD's rule for which latent dimensions a view uses (Damianou, Ek, Titsias & Lawrence 2012,
+    section 3); all False when every relevance is 0.
+
+    >>> relevant_dimensions([1.0, 0.5, 0.01], 0.05).tolist()
+    [True, True, False]
+    """
+    if not 0 <= threshold < 1:
+        raise ValueError(f"threshold is relative to the largest relevance of a view; it must be in [0, 1), "
+                         f"got {threshold!r}")
+    relevance = np.asarray(relevance, dtype=np.float64)
+    top = float(relevance.max()) if relevance.size else 0.0
+    return relevance > threshold * top if top > 0 else np.zeros(relevance.shape, dtype=bool)
+
+
+def shared_dimensions(relevance: Mapping[str, np.ndarray], threshold: float, *, fallback: bool = False) -> np.ndarray:
+    """Indices of the latent dimensions relevant (:func:`relevant_dimensions`) to every view of ``relevance``.
+
+    The shared space of MRD (Damianou et al. 2012, section 3), in which MAD matches (Damianou,
+    Lawrence & Ek 2016, section 3.1). With ``fallback``, when no dimension is shared, the one with
+    the largest smallest relative relevance over the views is returned with a RuntimeWarning
+    (matching in no dimension at all is meaningless); without it the result is then empty.
+
+    >>> shared_dimensions({"a": [1.0, 0.5, 0.01], "b": [0.9, 0.01, 0.4]}, 0.05).tolist()
+    [0]
+    """
+    masks = [relevant_dimensions(rel, threshold) for rel in relevance.values()]
+    dims = np.flatnonzero(np.logical_and.reduce(masks))
+    if dims.size or not fallback:
+        return dims
+    relative = [np.asarray(rel, np.float64) / max(float(np.max(rel)), np.finfo(float).tiny)
+                for rel in relevance.values()]
+    dims = np.array([int(np.argmax(np.minimum.reduce(relative)))])
+    warnings.warn(f"no latent dimension is shared by views {tuple(relevance)} at threshold {threshold}; using "
+                  f"dimension {dims[0]} (the most shared)", RuntimeWarning, stacklevel=3)
+    return dims
 
 
 

@@ -1,6 +1,9 @@
 """StochasticMRD: MRD as a Pyro model over GPyTorch sparse variational GPs, fitted by SVI with minibatches.
 
-See :mod:`bayesalign.gp.svi.model` for the generative model and its bound.
+See :mod:`bayesalign.gp.svi.model` for the generative model and its bound. (About 640 lines, one
+class: input checks, the training loop with its two optimisers, inference of new rows and the
+fitted attributes all work on the same Pyro model and guide; the model and guide themselves live
+in their own modules.)
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
 from ..initialisation import check_observed, complete_views, entity_means_from_embedding, init_latent
-from ..kernels import ard_relevance, make_kernel
+from ..kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from ..module import resolve_dtype
 from .guide import LatentPosterior, ViewGP
 from .likelihoods import LIKELIHOODS, check_targets, expected_log_likelihood, make_likelihood
@@ -525,15 +528,11 @@ class StochasticMRD(BaseEstimator):
                 for name, gp in zip(self.view_names_, self.model_.gps)}
 
     def _active(self, threshold: float) -> dict[str, np.ndarray]:
-        # the rule of MRD.shared_dims: relevant when above ``threshold`` times the view's largest relevance
-        if not 0 <= threshold < 1:
-            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
-        return {name: rel > threshold * rel.max() if rel.max() > 0 else np.zeros(rel.shape, dtype=bool)
-                for name, rel in self.relevance_.items()}
+        return {name: relevant_dimensions(rel, threshold) for name, rel in self.relevance_.items()}
 
     def shared_dims(self, threshold: float = 0.05) -> np.ndarray:
         """Latent dimensions relevant to every view (relevance above ``threshold`` x the view's largest)."""
-        return np.flatnonzero(np.logical_and.reduce(list(self._active(threshold).values())))
+        return shared_dimensions(self.relevance_, threshold)
 
     def private_dims(self, view, threshold: float = 0.05) -> np.ndarray:
         """Latent dimensions relevant to ``view`` and to no other view."""
