@@ -412,6 +412,33 @@ def _latent_symmetries(terms, input_dim: int):
     return rescaled, shiftable
 
 
+def normalise_latent_symmetries(kernels, mu: Tensor, S: Tensor) -> tuple[Tensor, Tensor] | None:
+    r"""The shift and scale of each latent dimension that minimise KL(q(X) || N(0, I)) at equal likelihood.
+
+    Shifting dimension q by :math:`t_q` and scaling it by :math:`c_q` (means :math:`c_q (\mu_{nq} - t_q)`,
+    variances :math:`c_q^2 S_{nq}`, inducing inputs alike) leaves every kernel matrix unchanged when each
+    kernel follows (RBF / Matern lengthscales :math:`c_q l_q`, linear variances :math:`a_q / c_q^2`; shifts
+    only where no linear term looks); the KL is smallest at :math:`t_q = \bar\mu_q`,
+    :math:`c_q^2 = N / \sum_n ((\mu_{nq} - t_q)^2 + S_{nq})`. Returns ``(shift [Q], scale [Q])`` after
+    rescaling the kernels in place, or None (nothing changed) when a kernel has terms outside these kinds
+    or the scale is not finite. The caller moves q(X) and the inducing inputs.
+    """
+    Q = mu.shape[1]
+    symmetries = [_latent_symmetries(_kernel_terms(kernel), Q) for kernel in kernels]
+    if any(s is None for s in symmetries):
+        return None
+    shiftable = torch.stack([s[1] for s in symmetries]).all(0).to(mu.device)  # [Q]
+    shift = torch.where(shiftable, mu.mean(0), torch.zeros_like(mu[0]))  # [Q]
+    scale = (mu.shape[0] / ((mu - shift).square() + S).sum(0)).sqrt()  # [Q]
+    if not bool(torch.isfinite(scale).all() & (scale > 0).all()):
+        return None
+    for rescaled, _ in symmetries:
+        for leaf, cols, attribute, power in rescaled:
+            value = getattr(leaf, attribute)  # [1, d]
+            setattr(leaf, attribute, value * scale[cols.to(scale.device)].to(value).pow(power))
+    return shift, scale
+
+
 # ---------------------------------------------------------------------------------------------------
 # The fast path of the usual GP-LVM kernel: one RBF term on every dimension, plus bias / white terms
 # ---------------------------------------------------------------------------------------------------

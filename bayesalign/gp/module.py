@@ -25,7 +25,7 @@ from .bound import (
     views_bound_forward,
 )
 from .functions.rbf_psi2 import default_chunk_size
-from .kernels import _kernel_terms, _latent_symmetries, _rbf_parts, _rbf_raw, lower_bounded
+from .kernels import _kernel_terms, _rbf_parts, _rbf_raw, lower_bounded, normalise_latent_symmetries
 from .priors import StandardNormalPrior, check_latent_prior
 from .psi import psi_statistics
 
@@ -409,21 +409,16 @@ class LatentGPModule(gpytorch.Module):
         """
         if self.has_priors() or not isinstance(self.latent_prior, StandardNormalPrior):
             return 0.0  # the closed form below is that of N(0, I); other priors change under the rescaling
-        Q = self.q_mean.shape[1]
-        symmetries = [_latent_symmetries(terms, Q) for terms in self._view_terms()]
-        if any(s is None for s in symmetries):
-            return 0.0
-        shiftable = torch.stack([s[1] for s in symmetries]).all(0).to(self.q_mean.device)  # [Q]
         seen = self._seen_entities()  # entities no view observes are at their optimum, the prior: left alone
         mu, S = self.q_mean, self.q_variance  # [N, Q]
         if seen is not None:
             mu, S = mu[seen], S[seen]
-        shift = torch.where(shiftable, mu.mean(0), torch.zeros_like(mu[0]))  # [Q]
-        centred = mu - shift
-        scale = (mu.shape[0] / (centred.square() + S).sum(0)).sqrt()  # [Q]
-        if not bool(torch.isfinite(scale).all() & (scale > 0).all()):
-            return 0.0
         before = float(self.kl())
+        moved = normalise_latent_symmetries(self.kernels, mu, S)
+        if moved is None:
+            return 0.0
+        shift, scale = moved
+        centred = mu - shift
         if seen is None:
             self.q_mean.copy_(centred * scale)
             self.q_variance = S * scale.square()
@@ -433,10 +428,6 @@ class LatentGPModule(gpytorch.Module):
             variance[seen] = S * scale.square()
             self.q_variance = variance
         self.inducing_inputs.copy_((self.inducing_inputs - shift) * scale)
-        for rescaled, _ in symmetries:
-            for leaf, cols, attribute, power in rescaled:
-                value = getattr(leaf, attribute)  # [1, d]
-                setattr(leaf, attribute, value * scale[cols.to(scale.device)].to(value).pow(power))
         return before - float(self.kl())
 
     @staticmethod

@@ -24,13 +24,22 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
 from ..initialisation import check_observed, complete_views, entity_means_from_embedding, init_latent
-from ..kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
+from ..kernels import (
+    ard_relevance,
+    make_kernel,
+    normalise_latent_symmetries,
+    relevant_dimensions,
+    shared_dimensions,
+)
 from ..module import resolve_dtype
 from .guide import LatentPosterior, ViewGP
 from .likelihoods import LIKELIHOODS, check_targets, expected_log_likelihood, make_likelihood
 from .model import SVIMRDModel
 
-__all__ = ["StochasticMRD"]
+__all__ = ["OPTIMIZERS", "StochasticMRD"]
+
+#: ``optimizer`` of :class:`StochasticMRD`.
+OPTIMIZERS = ("adam", "lbfgs")
 
 
 def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
@@ -149,6 +158,15 @@ class StochasticMRD(BaseEstimator):
         explain the data while q(u) is still far from it, and must come back down (GPy issue #286).
     jitter : float
         Diagonal jitter of K_uu (GPyTorch's ``jitter_val``), relative to the kernel's initial variance.
+    optimizer : {"adam", "lbfgs"}
+        ``"adam"`` (default): the stochastic optimisation above, minibatches allowed. ``"lbfgs"``: full
+        batch and deterministic, for Gaussian views under the standard normal prior (where the ELBO
+        has no Monte Carlo error): every evaluation first sets q(u) of each view to its optimum
+        given the rest (one natural-gradient step of size 1, exact for a Gaussian likelihood), then
+        L-BFGS (strong Wolfe line search, 30 correction pairs) moves the kernel, likelihood and q(X)
+        parameters on the ELBO at that q(u) -- the collapsed bound as a function of them, whose
+        gradient it then is (the envelope theorem). ``max_epochs`` and ``warmup_epochs`` count ELBO
+        evaluations; it stops when an L-BFGS step changes the ELBO by less than 1e-9 of its size.
     warm_start : bool
         When the estimator is already fitted, :meth:`fit` on the same views continues from its current
         parameters (e.g. after :meth:`load_collapsed`) instead of starting afresh.
@@ -206,7 +224,7 @@ class StochasticMRD(BaseEstimator):
                  time_lengthscale: float = 1.0, batch_size: int = 256, max_epochs: int = 500,
                  learning_rate: float = 0.05, final_lr_fraction: float = 0.1, tol: float = 1e-4, window: int = 20,
                  num_particles: int = 1, natural_gradient_lr: float | None = 0.1, warmup_epochs: int = 50,
-                 jitter: float = 1e-6, warm_start: bool = False, seed=None,
+                 jitter: float = 1e-6, warm_start: bool = False, optimizer: str = "adam", seed=None,
                  device=None, dtype=torch.float64, progress: bool = True):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
@@ -227,6 +245,7 @@ class StochasticMRD(BaseEstimator):
         self.natural_gradient_lr = natural_gradient_lr
         self.warmup_epochs = warmup_epochs
         self.warm_start = warm_start
+        self.optimizer = optimizer
         self.jitter = jitter
         self.seed = seed
         self.device = device
@@ -248,6 +267,8 @@ class StochasticMRD(BaseEstimator):
             raise ValueError(f"final_lr_fraction must be in (0, 1], got {self.final_lr_fraction!r}")
         if not self.tol >= 0:
             raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         prior = self.latent_prior
         if not (prior in ("normal", "gp") if isinstance(prior, str) else
                 isinstance(prior, torch.distributions.Distribution) or callable(prior)):
@@ -384,6 +405,8 @@ class StochasticMRD(BaseEstimator):
         return torch.as_tensor(np.exp(-0.5 * diff ** 2) + 1e-6 * np.eye(N), dtype=dtype, device=device)
 
     def _train(self) -> None:
+        if self.optimizer == "lbfgs":
+            return self._train_lbfgs()
         from tqdm.auto import tqdm
 
         model = self.model_
@@ -446,6 +469,108 @@ class StochasticMRD(BaseEstimator):
             warnings.warn(f"{self._method} did not converge in {epochs} epochs: the mean ELBO of the last {w} epochs "
                           f"still moved by more than tol={self.tol} relative to the {w} before; increase max_epochs",
                           ConvergenceWarning, stacklevel=3)
+
+    def _train_lbfgs(self) -> None:
+        """Full-batch L-BFGS on the ELBO with q(u) at its optimum at every evaluation (``optimizer="lbfgs"``)."""
+        from tqdm.auto import tqdm
+
+        model = self.model_
+        N = self.n_entities_
+        why = []
+        if any(lik != "gaussian" for lik in self.likelihoods_.values()):
+            why.append("every view Gaussian (the other likelihoods' terms are Monte Carlo estimates)")
+        if not (isinstance(self.latent_prior, str) and self.latent_prior == "normal"):
+            why.append("latent_prior='normal' (the KL of the others may be a Monte Carlo estimate)")
+        if self.natural_gradient_lr is None:
+            why.append("natural-gradient q(u) (natural_gradient_lr not None)")
+        if int(self.batch_size) < N:
+            why.append(f"batch_size >= the {N} entities (full batch)")
+        if why:
+            raise ValueError("optimizer='lbfgs' needs a deterministic full-batch ELBO: " + "; ".join(why))
+        loss_fn = TraceMeanField_ELBO(num_particles=1, vectorize_particles=False)
+        natural = [p for name, p in model.named_parameters() if "natural_" in name]
+        noise = [p for name, p in model.named_parameters() if name.startswith("likelihoods.")]
+        params = [p for name, p in model.named_parameters() if "natural_" not in name and
+                  not name.startswith("likelihoods.")]
+        ngd = NGD(natural, num_data=1, lr=1.0)  # one step of size 1: the optimal q(u) of a Gaussian view
+        idx = torch.arange(N, device=model.q_x.mean.device)
+        history: list[float] = []
+        budget = int(self.max_epochs)
+        bar = tqdm(total=budget, desc=self._method, disable=not self.progress, leave=False)
+
+        def negative_elbo():
+            ngd.zero_grad(set_to_none=True)
+            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            ngd.step()  # q(u) at its optimum given the other parameters
+            for p in params + noise:
+                p.grad = None
+            loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"the ELBO became {loss.item()} at evaluation {len(history) + 1}; "
+                                         "use float64 or a smaller init_variance")
+            loss.backward()
+            history.append(-loss.item())
+            bar.update()
+            bar.set_postfix(elbo=f"{history[-1]:.6g}")
+            return loss
+
+        # torch's tolerance on the change of the loss is absolute: 1e-9 of the ELBO's size at the start
+        tolerance = 1e-9 * max(abs(negative_elbo().item()), 1.0) if budget else 0.0
+        converged = False
+        warmup = min(int(self.warmup_epochs), budget - 1) if budget else 0
+        # the likelihoods' parameters (the noise) held for the warm-up, as MRD's warm-up; L-BFGS restarted with
+        # a fresh memory whenever it stops early (a stale curvature pair can give a non-descent direction),
+        # until a restart no longer improves the ELBO by more than the tolerance
+        for group, end in ((params, 1 + warmup), (params + noise, budget)):
+            while end - len(history) > 0:
+                if group is not params:
+                    self._normalise_latent()  # the exact step along the likelihood's flat directions
+                    negative_elbo()
+                start, before = len(history), max(history)
+                optimiser = torch.optim.LBFGS(group, lr=1.0, max_iter=end - start, max_eval=end - start,
+                                              history_size=30, line_search_fn="strong_wolfe", tolerance_grad=1e-12,
+                                              tolerance_change=tolerance)
+                optimiser.step(negative_elbo)
+                if group is params:
+                    break  # the warm-up is a fixed number of evaluations
+                if max(history[start:], default=before) - before <= tolerance:
+                    converged = True
+                    break
+        bar.close()
+        if budget:  # q(u) at its optimum for the final parameters (the last evaluation may be a line-search trial)
+            ngd.zero_grad(set_to_none=True)
+            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            ngd.step()
+        for p in model.parameters():
+            p.grad = None
+        self.elbo_history_ = np.asarray(history)
+        self.n_epochs_ = len(history)
+        self.converged_ = converged
+        if not converged:
+            warnings.warn(f"{self._method} (optimizer='lbfgs') stopped at max_epochs={budget} ELBO evaluations before "
+                          "L-BFGS converged; increase max_epochs", ConvergenceWarning, stacklevel=3)
+
+    def _normalise_latent(self) -> None:
+        """Shift and scale each latent dimension (with the inducing inputs and the kernels) to where the KL to
+        N(0, I) is smallest at the same likelihood (:func:`~bayesalign.gp.kernels.normalise_latent_symmetries`;
+        the whitened q(u) stays valid since K_uu is unchanged). Only under the standard normal prior and with no
+        registered kernel prior (both would change); as the collapsed engine does at every L-BFGS restart."""
+        model = self.model_
+        if not (isinstance(self.latent_prior, str) and self.latent_prior == "normal"):
+            return
+        if any(True for gp in model.gps for _ in gp.covar_module.named_priors()):
+            return
+        with torch.no_grad():
+            mu, S = model.q_x.mean, model.q_x.variance
+            moved = normalise_latent_symmetries([gp.covar_module for gp in model.gps], mu, S)
+            if moved is None:
+                return
+            shift, scale = moved
+            model.q_x.mean.copy_((mu - shift) * scale)
+            model.q_x.variance = S * scale.square()
+            for gp in model.gps:
+                Z = gp.variational_strategy.inducing_points
+                Z.copy_((Z - shift) * scale)
 
     # -- results ----------------------------------------------------------------------------------
     def _check_fitted(self):
