@@ -3,7 +3,7 @@
 The file holds what :meth:`bayesalign.MAD.align` and the streaming matcher need: the problem it
 was fitted on (views, anchors, truth, labels), the training groups, the posteriors of the rows
 being aligned, the shared dimensions, the discovered pairs, and the collapsed MRD itself (its own
-model file, :func:`bayesalign.gp.io.save_model`, stored as bytes). Loading reads arrays with
+model file, :func:`bayesalign.gp.model_file.save_model`, stored as bytes). Loading reads arrays with
 ``allow_pickle=False`` and builds objects from a fixed list of types, so a file cannot make the
 loader run code.
 """
@@ -60,7 +60,7 @@ def _read_correspondences(prefix, views_of, arrays) -> list[Correspondence]:
 
 def save_mad(model, path) -> None:
     """Write a fitted :class:`~bayesalign.MAD` to ``path`` (an ``.npz`` file, written atomically)."""
-    from .gp.io import save_model
+    from .gp.model_file import save_model
 
     model._check_fitted()
     if model.engine != "collapsed":
@@ -123,7 +123,7 @@ def load_mad(path, device=None):
 
 
 def _read(path, device):
-    from .gp.io import load_model
+    from .gp.model_file import load_model
     from .mad import MAD
 
     with np.load(Path(path), allow_pickle=False) as data:

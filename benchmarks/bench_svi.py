@@ -24,6 +24,10 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   own process under an address-space limit of ``--memory-limit-gb`` (default 4 GB): one that needs more
   fails with a MemoryError, reported as such.
 
+--missing 0.2: MAD's toy as in --likelihood with both views Gaussian, complete against 20% of the entries of
+  each view set to NaN at random (left out of the likelihood, never imputed); accuracy of both over ``--seeds``
+  (``--optimizer lbfgs`` for the full-batch optimiser).
+
 Run:  python benchmarks/bench_svi.py --agreement
       python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2]
       python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
@@ -84,7 +88,8 @@ def agreement(args):
         again = MRD(latent_dim=5, num_inducing=20, max_iter=1000, init=svi.latent_mean_, progress=False,
                     seed=args.seed).fit(views)
     print(f"  collapsed MRD from the SVI fit's q(X) means: bound {again.elbo():.2f} ({again.n_iter_} evaluations), "
-          f"gap to the SVI ELBO {(again.elbo() - elbo) / abs(again.elbo()):.4f}, shared dims {again.shared_dims().tolist()}")
+          f"gap to the SVI ELBO {(again.elbo() - elbo) / abs(again.elbo()):.4f}, "
+          f"shared dims {again.shared_dims().tolist()}")
     # the same bound from the collapsed optimum: q(X), hyperparameters, inducing inputs and optimal q(u) loaded,
     # then SVI continues (smaller steps): how far the stochastic optimiser holds, or loses, the optimum
     warm = StochasticMRD(latent_dim=5, num_inducing=20, batch_size=100, max_epochs=0, progress=False,
@@ -105,7 +110,7 @@ def agreement(args):
     print(f"  relevance SVI {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in svi.relevance_.items())}")
 
 
-def _match_accuracy(problem, likelihood2, seed, epochs):
+def _match_accuracy(problem, likelihood2, seed, epochs, views=None, optimizer="adam"):
     from bayesalign.gp import StochasticMRD
     from bayesalign.matching import linear_assignment
 
@@ -117,11 +122,12 @@ def _match_accuracy(problem, likelihood2, seed, epochs):
     e1[anchors[:, 0]] = e2[anchors[:, 1]] = np.arange(A)
     e1[rows1] = A + np.arange(rows1.size)
     e2[rows2] = A + rows1.size + np.arange(rows2.size)
-    views = {"Y1": problem.views["Y1"], "Y2": problem.views["Y2"]}
+    views = views or {"Y1": problem.views["Y1"], "Y2": problem.views["Y2"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = StochasticMRD(latent_dim=5, num_inducing=20, likelihood={"Y2": likelihood2}, batch_size=200,
                               max_epochs=epochs, learning_rate=0.05, init_variance=0.01, natural_gradient_lr=0.5,
+                              optimizer=optimizer, warmup_epochs=100 if optimizer == "lbfgs" else 50,
                               progress=False, seed=seed).fit(
             views, observed={"Y1": e1, "Y2": e2})
     dims = model.shared_dims()
@@ -159,6 +165,33 @@ def likelihood(args):
                   f"{time.perf_counter() - start:.1f} s)", flush=True)
     for lik, accs in results.items():
         print(f"  mean accuracy, Y2 {lik:10s}: {np.mean(accs):.3f}")
+
+
+def missing(args):
+    import bayesalign as ba
+
+    print(f"MAD toy linear_shared_private, N=100, 20 anchors, Gaussian views, complete and with {args.missing:.0%} of "
+          f"the entries of each view NaN at random; StochasticMRD(optimizer={args.optimizer!r}), {args.epochs} "
+          f"{'evaluations' if args.optimizer == 'lbfgs' else 'epochs'}")
+    results = {"complete": [], "missing": []}
+    for seed in args.seeds:
+        problem = ba.datasets.mad_toy("linear_shared_private", seed=seed, n=100, n_anchors=20)
+        rng = np.random.default_rng(1000 + seed)
+        holed = {}
+        for v in ("Y1", "Y2"):
+            Y = problem.views[v].copy()
+            Y[rng.random(Y.shape) < args.missing] = np.nan
+            holed[v] = Y
+        for label, views in (("complete", None), ("missing", holed)):
+            start = time.perf_counter()
+            acc, n_shared = _match_accuracy(problem, "gaussian", seed, args.epochs, views=views,
+                                            optimizer=args.optimizer)
+            results[label].append(acc)
+            print(f"  seed {seed}: {label:9s} accuracy {acc:.3f} ({n_shared} shared dims, "
+                  f"{time.perf_counter() - start:.1f} s)", flush=True)
+    for label, accs in results.items():
+        print(f"  mean accuracy, {label:9s}: {np.mean(accs):.3f}")
+    print(f"  difference (complete - missing): {np.mean(results['complete']) - np.mean(results['missing']):.3f}")
 
 
 def _scale_data(N, D, Q, seed=0):
@@ -289,6 +322,8 @@ def main():
     parser.add_argument("--scale-one", choices=["ours", "gpytorch", "pyro"])
     parser.add_argument("--which", nargs="+", default=["ours", "gpytorch", "pyro"])
     parser.add_argument("--counts", action="store_true")
+    parser.add_argument("--missing", type=float, default=None, metavar="FRACTION",
+                        help="complete views against this fraction of NaN entries (MAD's toy)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=None)
@@ -312,6 +347,9 @@ def main():
     if args.likelihood:
         args.epochs = args.epochs or 600
         likelihood(args)
+    if args.missing is not None:
+        args.epochs = args.epochs or 1500
+        missing(args)
     if args.scale:
         args.epochs = args.epochs or 1
         scale(args)

@@ -372,7 +372,7 @@ def _set(key, value):
                                         "meta not json", "meta without class", "wrong shape"])
 def test_corrupt_model_file_is_one_error_naming_it(saved_model, tmp_path, corruption):
     from bayesalign.gp import MRD
-    from bayesalign.gp.io import ModelFileError
+    from bayesalign.gp.model_file import ModelFileError
 
     path = tmp_path / "broken.npz"
     raw = saved_model.read_bytes()
@@ -395,7 +395,7 @@ def test_corrupt_model_file_is_one_error_naming_it(saved_model, tmp_path, corrup
 
 def test_model_file_with_nan_parameters_is_refused_at_load(saved_model, tmp_path):
     from bayesalign.gp import MRD
-    from bayesalign.gp.io import ModelFileError
+    from bayesalign.gp.model_file import ModelFileError
 
     assert np.isfinite(MRD.load(saved_model).elbo())  # the intact file loads
 

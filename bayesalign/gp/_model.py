@@ -32,7 +32,7 @@ from .initialisation import (
     entity_means_from_embedding,
     init_latent,
 )
-from .io import load_model, save_model
+from .model_file import load_model, save_model
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .module import LatentGPModule, resolve_dtype
 from .psi import psi_statistics
@@ -410,7 +410,7 @@ class LatentGPBase(BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model to one ``.npz`` file: tensors and JSON metadata, no pickle.
 
-        See :func:`bayesalign.gp.io.save_model`.
+        See :func:`bayesalign.gp.model_file.save_model`.
         """
         save_model(self, path)
 

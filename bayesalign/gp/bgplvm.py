@@ -6,7 +6,7 @@ import torch
 
 from ..data import check_view
 from ._model import LatentGPBase
-from .io import register_model_class
+from .model_file import register_model_class
 
 __all__ = ["BayesianGPLVM"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ._model import LatentGPBase, as_paired_views, as_views
-from .io import register_model_class
+from .model_file import register_model_class
 
 __all__ = ["MRD"]
 
