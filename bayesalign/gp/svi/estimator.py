@@ -1,7 +1,7 @@
 """StochasticMRD: MRD as a Pyro model over GPyTorch sparse variational GPs, fitted by SVI with minibatches.
 
-See :mod:`bayesalign.gp.svi.model` for the generative model and its bound. (About 640 lines, one
-class: input checks, the training loop with its two optimisers, inference of new rows and the
+See :mod:`bayesalign.gp.svi.model` for the generative model and its bound. (About 750 lines, one
+class: input checks, the training loops (stochastic Adam, full-batch L-BFGS), inference of new rows and the
 fitted attributes all work on the same Pyro model and guide; the model and guide themselves live
 in their own modules.)
 """
