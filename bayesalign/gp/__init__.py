@@ -27,8 +27,8 @@ with warnings.catch_warnings():
 from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM
-from .model_file import load_model
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
+from .model_file import load_model
 from .mrd import MRD
 from .priors import GraphLaplacianPrior, StandardNormalPrior
 from .svi import StochasticMRD

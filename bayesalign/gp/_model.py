@@ -32,8 +32,8 @@ from .initialisation import (
     entity_means_from_embedding,
     init_latent,
 )
-from .model_file import load_model, save_model
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
+from .model_file import load_model, save_model
 from .module import LatentGPModule, resolve_dtype
 from .psi import psi_statistics
 
