@@ -260,3 +260,28 @@ def test_least_squares_three_views_need_anchors_between_every_pair_when_symmetri
     assert auto.reference_ == "a" and set(auto.reference_scores_) == {"a"}
     emb = LeastSquaresAlignment(direction="to_first").fit(problem).embedding_
     assert emb.n_components == 2  # the first view's feature space
+
+
+def test_auto_affinity_is_the_heat_kernel_unless_it_strands_rows():
+    from bayesalign.graph import degree_spread
+    from bayesalign.spectral._base import within_view_affinity
+
+    ordinary, spread = spread_problems()
+    for problem, expected in ((ordinary, "heat"), (spread, "local")):
+        X = problem.views["a"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the heat kernel's own degree warning on the spread rows
+            auto = within_view_affinity(X, 10, affinity="auto")
+            chosen = within_view_affinity(X, 10, affinity=expected)
+            heat = within_view_affinity(X, 10, affinity="heat")
+        assert (auto != chosen).nnz == 0  # the same weights, entry for entry
+        assert (degree_spread(heat)[0] <= DEGREE_RATIO_LIMIT) == (expected == "heat")
+    # the stranded case warns as local scaling does (its own hint), not about the heat kernel it set aside
+    messages = {}
+    for affinity in ("auto", "local"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            within_view_affinity(spread.views["a"], 10, affinity=affinity)
+        messages[affinity] = [str(w.message) for w in caught]
+    assert messages["auto"] == messages["local"]
+    assert not any("affinity='local'" in m for m in messages["auto"])
