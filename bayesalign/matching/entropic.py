@@ -1,7 +1,7 @@
 """Match probabilities: entropic optimal transport (Sinkhorn, with a dustbin), perturb-and-MAP, and the
 matching that maximises the expected number of correct pairs under them; entropic Gromov-Wasserstein.
 
-Dense Sinkhorn is POT's log-domain solver (``ot.bregman.sinkhorn_log``) on the augmented marginals;
+Dense Sinkhorn is POT's stabilised solver (``ot.bregman.sinkhorn_stabilized``) on the augmented marginals;
 the sparse one (candidate pairs only) is our own, because POT has no Sinkhorn on a sparse support.
 Both share one epsilon-scaling schedule (:func:`_epsilon_scaling`) and one augmentation (:func:`_slack`).
 """
@@ -95,11 +95,14 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
       row and column with cost L/2 (zero where they meet) and masses n_b and n_a, so every
       point is matched or left in the dustbin with total probability 1.
 
-    The augmented problem has plain equality marginals, solved by POT's log-domain Sinkhorn
-    (``ot.bregman.sinkhorn_log``: :math:`\alpha = \log a - \operatorname{LSE}_j(\beta_j - C_{ij}/T)`
-    and the same for :math:`\beta`, :math:`P_{ij} = \exp(\alpha_i + \beta_j - C_{ij}/T)`), warm-started
-    along temperatures halving from the cost spread down to T (epsilon scaling, Schmitzer 2019):
-    large costs or small temperatures underflow to 0, never NaN. As
+    The augmented problem has plain equality marginals, solved by POT's stabilised Sinkhorn
+    (``ot.bregman.sinkhorn_stabilized``, Schmitzer 2019: scaling updates :math:`u = a / K v`,
+    :math:`v = b / K^\top u` on the kernel :math:`K_{ij} = \exp((\alpha_i + \beta_j - C_{ij})/T)`, whose
+    large values are absorbed into the log potentials :math:`\alpha, \beta` whenever they grow, so
+    :math:`P_{ij} = \exp((\alpha_i + \beta_j - C_{ij})/T)` never overflows; matrix-vector products per
+    sweep instead of a log-sum-exp over every entry), warm-started along temperatures halving from the
+    cost spread down to T (epsilon scaling, Schmitzer 2019): large costs or small temperatures
+    underflow to 0, never NaN. As
     T -> 0 the marginals tend to the optimal assignment of :func:`linear_assignment` (with
     the same ``cost_limit``). The (n_a, n_b) marginal matrix is the output, so this is dense by
     nature: O(n_a n_b) memory and time per iteration. To use a log-kernel K instead of costs,
@@ -146,18 +149,18 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     def solve(temp, f, g, stage_tol, budget):
         # POT stops on the L2 norm of the column error; we stop on its largest entry (as the sparse path),
         # checked on the plan POT returns after every _CHECK_EVERY sweeps
-        warm = None if f is None else (f / temp, g / temp)
+        warm = None if f is None else (f, g)  # potentials in cost units
         sweeps = 0
         while sweeps < budget:
             chunk = min(_CHECK_EVERY, budget - sweeps)
-            with np.errstate(over="ignore"):  # POT's own marginal check may overflow before the potentials settle
-                plan, log = ot.bregman.sinkhorn_log(a, b, cost, temp, numItermax=chunk, stopThr=0.0, log=True,
-                                                    warn=False, warmstart=warm)
+            with np.errstate(over="ignore", divide="ignore"):  # POT's own checks may overflow before it settles
+                plan, log = ot.bregman.sinkhorn_stabilized(a, b, cost, temp, numItermax=chunk, stopThr=0.0,
+                                                           log=True, warn=False, warmstart=warm)
             sweeps += chunk
-            warm = (log["log_u"], log["log_v"])
+            warm = log["warmstart"]  # (alpha, beta): the scalings absorbed into the potentials
             if _column_error(plan.sum(0), b) <= stage_tol:
                 break
-        return temp * warm[0], temp * warm[1], sweeps
+        return warm[0], warm[1], sweeps
 
     f, g, n_done = _epsilon_scaling(float(cost.max() - cost.min()), temperature, tol, int(n_iter), solve)
     alpha, beta = f / temperature, g / temperature
