@@ -189,8 +189,10 @@ class StochasticMRD(BaseEstimator):
     observed_ : list of (array [N_v] or None)
         The entity of every row of each view (None: row n is entity n).
     elbo_history_ : array [epochs]
-        Mean ELBO estimate per epoch (each step estimates the full-data ELBO).
+        Mean ELBO estimate per epoch (each step estimates the full-data ELBO); with
+        ``optimizer="lbfgs"`` the ELBO at every evaluation, line-search trials included.
     n_epochs_ : int
+        Epochs run (evaluations with ``optimizer="lbfgs"``).
     converged_ : bool
         Whether the convergence test passed before ``max_epochs`` (a ConvergenceWarning otherwise).
     latent_mean_, latent_variance_ : arrays [N, Q]
