@@ -238,7 +238,8 @@ def within_view_affinity(X, n_neighbors: int, *, affinity: str = "local", sigma:
     - ``"auto"``: the heat kernel, unless its degrees span more than
       :data:`bayesalign.graph.DEGREE_RATIO_LIMIT` (a row nearly cut off from the graph); then local
       scaling for this view: the global width where it serves, local widths where it would strand
-      rows (no degree warning then, since local scaling is what cures it).
+      rows (then only local scaling's own degree check can warn; ``degree_ratios_`` of the estimators
+      is that of the weights used).
     - ``"connectivity"``: 0/1 weights.
 
     Warns (naming the view and the rows) when the degrees of ``W^{(a)}`` span more than
