@@ -340,3 +340,15 @@ def test_lbfgs_refuses_a_stochastic_elbo(toy_views):
         StochasticMRD(latent_dim=2, num_inducing=8, batch_size=16, optimizer="lbfgs", progress=False).fit(toy_views)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         StochasticMRD(optimizer="sgd").fit(toy_views)
+
+
+def test_q_u_losing_positive_definiteness_is_reported(toy_views):
+    # natural parameters whose -2 * Theta_2 is not positive definite (what a float32 natural-gradient step can
+    # leave at scale): a FloatingPointError that says what to change, not GPyTorch's NotPSDError from deep inside
+    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0), toy_views)
+    distribution = svi.model_.gps[0].variational_strategy._variational_distribution
+    with torch.no_grad():
+        distribution.natural_mat.copy_(torch.eye(8, dtype=F64).expand_as(distribution.natural_mat))
+    svi.set_params(warm_start=True, max_epochs=1)
+    with pytest.raises(FloatingPointError, match="q\\(u\\) lost positive definiteness at epoch 1.*float64"):
+        _quiet(svi, toy_views)

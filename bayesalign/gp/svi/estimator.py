@@ -17,6 +17,7 @@ import gpytorch
 import numpy as np
 import torch
 from gpytorch.optim import NGD
+from linear_operator.utils.errors import NotPSDError
 from pyro import poutine
 from pyro.infer import TraceMeanField_ELBO
 from sklearn.base import BaseEstimator
@@ -444,7 +445,13 @@ class StochasticMRD(BaseEstimator):
                     optimiser.zero_grad(set_to_none=True)
                     if ngd is not None:
                         ngd.zero_grad(set_to_none=True)
-                    loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+                    try:
+                        loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+                    except NotPSDError as exc:
+                        raise FloatingPointError(
+                            f"q(u) lost positive definiteness at epoch {len(history) + 1} (its natural parameters "
+                            f"after a natural-gradient step, in {model.q_x.mean.dtype}): use dtype=torch.float64 or "
+                            f"a smaller natural_gradient_lr (now {self.natural_gradient_lr})") from exc
                     if not torch.isfinite(loss):
                         raise FloatingPointError(f"the ELBO became {loss.item()} at epoch {len(history) + 1}; "
                                                  "lower learning_rate or use float64")
@@ -501,12 +508,16 @@ class StochasticMRD(BaseEstimator):
         bar = tqdm(total=budget, desc=self._method, disable=not self.progress, leave=False)
 
         def negative_elbo():
-            ngd.zero_grad(set_to_none=True)
-            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
-            ngd.step()  # q(u) at its optimum given the other parameters
-            for p in params + noise:
-                p.grad = None
-            loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+            try:
+                ngd.zero_grad(set_to_none=True)
+                loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+                ngd.step()  # q(u) at its optimum given the other parameters
+                for p in params + noise:
+                    p.grad = None
+                loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+            except NotPSDError as exc:
+                raise FloatingPointError(f"q(u) lost positive definiteness at evaluation {len(history) + 1} (in "
+                                         f"{model.q_x.mean.dtype}): use dtype=torch.float64") from exc
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"the ELBO became {loss.item()} at evaluation {len(history) + 1}; "
                                          "use float64 or a smaller init_variance")
