@@ -217,8 +217,7 @@ class LeastSquaresAlignment(SpectralAlignment):
       maps fitted on four folds, each held-out anchor pair scored by FOSCTTM against all rows of
       the other view, in the reference's space), and the best score wins (ties: the earlier view). ``reference_`` and
       ``reference_scores_`` say which and why. On the shipped real pairs the direction matters
-      (FOSCTTM 0.17 one way and 0.40 the other on mfeat zer/mor; benchmarks/RESULTS.md,
-      "Spectral methods").
+      (benchmarks/RESULTS.md, "Spectral methods").
     - ``"symmetric"``: every view is predicted from every other, and the latent
       space is the concatenation of all views' feature spaces, each centred and divided by its
       root total variance ``s_v = sqrt(tr Cov(X_v))`` so that no view dominates by its units. A row
@@ -329,10 +328,11 @@ class LeastSquaresAlignment(SpectralAlignment):
             if not linked:
                 raise ValueError("least squares with direction='auto' needs a reference view anchored to every "
                                  "other view; no view is")
-            self.reference_scores_ = {r: self._reference_score(problem, r, self._basis(views[r], r)) for r in linked}
+            candidates = {r: self._basis(views[r], r) for r in linked}
+            self.reference_scores_ = {r: self._reference_score(problem, r, basis) for r, basis in candidates.items()}
             self.reference_ = min(linked, key=lambda r: (self.reference_scores_[r], linked.index(r)))
             targets = [self.reference_]
-        bases = {t: self._basis(views[t], t) for t in targets}
+        bases = {t: candidates[t] if self.direction == "auto" else self._basis(views[t], t) for t in targets}
         scales = {t: 1.0 for t in targets}
         if self.direction == "symmetric":
             scales = {t: 1.0 / max(float(np.sqrt(np.mean(np.sum((views[t] - bases[t].center) ** 2, axis=1)))),
