@@ -35,7 +35,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ._utils import as_rng
-from .data import Alignment, AlignmentProblem, LatentEmbedding
+from .data import Alignment, AlignmentProblem, LatentEmbedding, Views
 from .matching import (
     COSTS,
     MATCHERS,
@@ -106,6 +106,15 @@ def _anchor_init(train, latent_dim: int, seed):
     return np.hstack([X, pad])
 
 
+def _mean_filled(views: Views) -> Views:
+    """The views with each missing (NaN) entry replaced by its column's mean: for a start, never a fit."""
+    filled = {}
+    for name in views.names:
+        array = np.asarray(views[name])
+        filled[name] = np.where(np.isnan(array), np.nanmean(array, 0), array)
+    return Views(filled)
+
+
 class MAD(BaseEstimator):
     r"""Manifold Alignment Determination (Damianou, Lawrence & Ek, 2016), with uncertainty-aware matching.
 
@@ -121,7 +130,9 @@ class MAD(BaseEstimator):
       :class:`bayesalign.gp.priors.GraphLaplacianPrior`) and q(X) started from the joint-Laplacian
       embedding; the unaligned rows' posteriors are their entities' q(x). Every row teaches the GP
       mappings and the ARD weights. ``engine="svi"`` fits the same layout with Pyro SVI
-      (:class:`bayesalign.gp.StochasticMRD`, N(0, I) prior).
+      (:class:`bayesalign.gp.StochasticMRD`, N(0, I) prior); it also takes views with missing
+      entries (``Views(..., allow_missing=True)``): a NaN is left out of its view's likelihood,
+      never imputed (only the joint-Laplacian start reads it as its column's mean).
 
     Either way, the posteriors are matched in the latent dimensions that the ARD relevance
     weights mark as shared by both views (section 3.1). On every shipped real pair at 10% anchors
@@ -346,6 +357,8 @@ class MAD(BaseEstimator):
         """
         self._check_params()
         groups = self._check_problem(problem)
+        if any(problem.views.n_missing.values()) and self.engine != "svi":
+            problem.views.check_complete(f"MAD(engine={self.engine!r}, training={self.training!r})")
         names = problem.views.names
         self.problem_ = problem
         self.discovered_ = {}
@@ -453,11 +466,14 @@ class MAD(BaseEstimator):
         n_entities, rows = train.entities()  # one entity per training group, then one per other row
         Q = int(self.latent_dim)
         start = time.perf_counter()
+        # the start only (never the likelihood) sees a missing entry as its column's mean
+        start_problem = train.replace(views=_mean_filled(views)) if any(views.n_missing.values()) else train
         with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
             warnings.simplefilter("ignore")
-            init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(train).embedding_
+            init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
+                start_problem).embedding_
         prior = None
-        if self.latent_prior == "graph" and float(self.graph_strength) > 0:
+        if self.engine == "collapsed" and self.latent_prior == "graph" and float(self.graph_strength) > 0:
             from .gp.priors import GraphLaplacianPrior
 
             W = entity_graph([arrays[v] for v in names], [rows[v] for v in names], n_entities, int(self.n_neighbors))

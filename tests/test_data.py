@@ -256,3 +256,50 @@ def test_standardised_views_have_unit_columns_and_leave_the_original():
     assert (z["b"][:, 0] == 0).all() and np.isfinite(z["b"]).all()
     np.testing.assert_allclose(z["b"][:, 1].std(), 1.0, rtol=1e-12)
     assert views["a"][0, 1] == data["a"][0, 1] and not z["a"].flags.writeable
+
+
+def test_missing_entries_are_refused_by_default_and_kept_when_allowed():
+    data = rng_views()
+    data["b"][2, 0] = data["b"][5, 1] = np.nan
+    before = data["b"].copy()
+    with pytest.raises(ValueError, match=r"view 'b': non-finite value nan at row 2, column 0 .*allow_missing=True"):
+        Views(data)
+    views = Views(data, allow_missing=True)
+    assert views.n_missing == {"a": 0, "b": 2}
+    assert np.isnan(views["b"][2, 0]) and np.isnan(views["b"][5, 1])
+    np.testing.assert_array_equal(data["b"], before)  # the caller's array is untouched (NaN compare equal here)
+    data["a"][0, 0] = np.inf  # inf is never a missing value
+    with pytest.raises(ValueError, match=r"view 'a': non-finite value inf at row 0, column 0"):
+        Views(data, allow_missing=True)
+
+
+def test_a_column_with_no_observed_entry_is_refused_naming_it():
+    data = rng_views()
+    data["a"][:, 1] = np.nan
+    with pytest.raises(ValueError, match=r"view 'a': column 1 has no observed entry"):
+        Views(data, allow_missing=True)
+
+
+def test_standardising_leaves_missing_entries_out_of_the_columns_moments():
+    data = rng_views()
+    data["a"][1, 0] = np.nan
+    z = Views(data, allow_missing=True).standardised()
+    observed = np.delete(data["a"][:, 0], 1)
+    expected = (observed - observed.mean()) / observed.std()  # the moments of the observed entries only
+    np.testing.assert_allclose(np.delete(z["a"][:, 0], 1), expected, rtol=1e-12)
+    assert np.isnan(z["a"][1, 0])
+
+
+def test_methods_that_need_complete_views_name_the_view_with_missing_entries():
+    from bayesalign import MAD
+    from bayesalign.spectral import CCAAlignment
+
+    data = {"a": np.random.default_rng(0).standard_normal((30, 3)), "b": np.random.default_rng(1).standard_normal((30, 4))}
+    data["b"][3, 2] = np.nan
+    problem = AlignmentProblem(Views(data, allow_missing=True),
+                               anchors=Correspondence.from_pairs([(i, i) for i in range(10)], views=("a", "b")))
+    with pytest.raises(ValueError, match=r"CCAAlignment needs complete views; view 'b' has 1 missing \(NaN\) entry "
+                                         r"\(the first at row 3, column 2\)"):
+        CCAAlignment(n_components=2).fit(problem)
+    with pytest.raises(ValueError, match=r"MAD\(engine='collapsed'.*view 'b' has 1 missing"):
+        MAD(latent_dim=2, num_inducing=5, progress=False).fit(problem)

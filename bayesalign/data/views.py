@@ -13,18 +13,24 @@ class InputTypeError(ValueError, TypeError):
     both a ValueError and an IndexError), so that either ``except`` catches it."""
 
 
-def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
+def check_view(data, name: str = "view", *, min_rows: int = 1, allow_missing: bool = False) -> np.ndarray:
     """Validate one view and return it as a read-only float64 copy of shape (n, p).
 
     This is the single validation boundary of the package: every estimator that
     takes raw arrays passes them through here (directly or via ``Views``).
+
+    With ``allow_missing=True`` a NaN is a missing entry (a pandas ``NA`` too) and is kept; inf is
+    still refused, and so is a column with no observed entry (a row with none is a row the view does
+not observe: it adds nothing to that view's likelihood). Only
+    the models that leave missing entries out of their likelihood accept such views
+    (:class:`~bayesalign.gp.StochasticMRD`, ``MAD(engine="svi")``).
 
     Raises
     ------
     InputTypeError
         (a ValueError and a TypeError) if the data are not numeric (strings, objects).
     ValueError
-        If the data are not 2-D, are empty, contain NaN / inf, are a masked array
+        If the data are not 2-D, are empty, contain inf or (unless ``allow_missing``) NaN, are a masked array
         with masked values, or are so badly scaled that their squares overflow
         (values around 1e154); the message names the view and the first
         offending row and column.
@@ -66,14 +72,23 @@ def check_view(data, name: str = "view", *, min_rows: int = 1) -> np.ndarray:
         raise ValueError(f"view {name!r}: empty (shape {array.shape}); need at least {min_rows} row(s) "
                          "and 1 column")
     array = np.array(array, dtype=np.float64, copy=True)
-    finite = np.isfinite(array)
-    if not finite.all():
-        row, col = np.argwhere(~finite)[0]
-        count = int((~finite).sum())
+    missing = np.isnan(array)
+    bad = np.isinf(array) if allow_missing else ~np.isfinite(array)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        count = int(bad.sum())
+        hint = ""
+        if not allow_missing and missing[row, col]:
+            hint = ("; a NaN read as a missing entry is modelled by StochasticMRD and MAD(engine='svi') only "
+                    "(Views(..., allow_missing=True)); for the other methods drop or impute those rows")
         raise ValueError(
             f"view {name!r}: non-finite value {array[row, col]} at row {row}, column {col} "
-            f"({count} non-finite value(s) in all)"
+            f"({count} non-finite value(s) in all){hint}"
         )
+    empty = missing.all(0) if allow_missing else ()
+    if np.any(empty):
+        raise ValueError(f"view {name!r}: column {int(np.flatnonzero(empty)[0])} has no observed entry "
+                         f"({int(np.sum(empty))} such column(s)); drop it, it carries no information")
     _check_scale(array, name)
     array.setflags(write=False)
     return array
@@ -87,9 +102,10 @@ MAX_SUM_OF_SQUARES = np.finfo(np.float64).max * 1e-6
 def _check_scale(array: np.ndarray, name: str) -> None:
     """Refuse values whose squares, summed over the view, overflow float64 (values around 1e154 and
     up), naming the view: later they would fail as an unrelated error deep inside a method."""
-    largest = float(np.abs(array).max())
+    magnitude = np.nan_to_num(np.abs(array), nan=0.0)  # a missing entry (NaN) has no size
+    largest = float(magnitude.max())
     if largest * largest * array.size > MAX_SUM_OF_SQUARES:  # overflows to inf there, which also fails
-        row, col = np.unravel_index(int(np.abs(array).argmax()), array.shape)
+        row, col = np.unravel_index(int(magnitude.argmax()), array.shape)
         raise ValueError(f"view {name!r} is badly scaled: values up to {largest:.3g} (row {row}, column {col}) "
                          f"overflow float64 once squared and summed over its {array.size} values; standardise "
                          "the view (e.g. divide each column by its standard deviation)")
@@ -110,6 +126,11 @@ class Views(Mapping):
         unless ``names`` is given.
     names : sequence of str, optional
         Names for a sequence of views.
+    allow_missing : bool
+        Keep NaN entries as missing values (see :func:`check_view`) instead of refusing them. Only
+        :class:`~bayesalign.gp.StochasticMRD` and ``MAD(engine="svi")`` model missing entries
+        (each view's likelihood over its observed entries); every other method refuses such views
+        with an error naming the view. ``n_missing`` counts them.
 
     Examples
     --------
@@ -123,7 +144,7 @@ class Views(Mapping):
     ValueError: Views needs at least 2 views, got 1
     """
 
-    def __init__(self, data, names: Sequence[str] | None = None):
+    def __init__(self, data, names: Sequence[str] | None = None, allow_missing: bool = False):
         if isinstance(data, Views):
             items = list(data.items())
             if names is not None:
@@ -147,7 +168,8 @@ class Views(Mapping):
             if name in seen:
                 raise ValueError(f"duplicate view name {name!r}")
             seen.add(name)
-        self._arrays = {name: (array if isinstance(data, Views) else check_view(array, name))
+        self._arrays = {name: (array if isinstance(data, Views) else
+                               check_view(array, name, allow_missing=bool(allow_missing)))
                         for name, array in items}
 
     @staticmethod
@@ -190,6 +212,21 @@ class Views(Mapping):
         return {k: v.shape[1] for k, v in self._arrays.items()}
 
     @property
+    def n_missing(self) -> dict[str, int]:
+        """Missing (NaN) entries per view: all 0 unless the views were built with ``allow_missing=True``."""
+        return {k: int(np.isnan(v).sum()) for k, v in self._arrays.items()}
+
+    def check_complete(self, method: str) -> None:
+        """Raise a ValueError naming the first view with missing entries: ``method`` needs complete views."""
+        for name, count in self.n_missing.items():
+            if count:
+                row, col = np.argwhere(np.isnan(self._arrays[name]))[0]
+                raise ValueError(f"{method} needs complete views; view {name!r} has {count} missing (NaN) "
+                                 f"entr{'y' if count == 1 else 'ies'} (the first at row {row}, column {col}). "
+                                 "StochasticMRD and MAD(engine='svi') model missing entries; for the other "
+                                 "methods drop or impute those rows")
+
+    @property
     def is_paired(self) -> bool:
         """True when every view has the same number of rows."""
         return len(set(self.n_samples.values())) == 1
@@ -213,7 +250,8 @@ class Views(Mapping):
 
     def standardised(self) -> Views:
         """New Views with every column of every view centred and divided by its standard deviation
-        (a constant column becomes all zeros).
+        (a constant column becomes all zeros). Missing entries (NaN) stay missing and do not count
+        in the columns' means and deviations.
 
         Distances, kernels and the GP-LVMs' ARD weights all see raw units: a column in metres next
         to one in millimetres is, to them, a thousand times less relevant. Standardising gives every
@@ -222,8 +260,8 @@ class Views(Mapping):
         """
         out = {}
         for name, array in self._arrays.items():
-            spread = array.std(0)  # [p]
-            z = (array - array.mean(0)) / np.where(spread > 0, spread, 1.0)
+            spread = np.nanstd(array, 0)  # [p]; NaN (missing) entries left out
+            z = (array - np.nanmean(array, 0)) / np.where(spread > 0, spread, 1.0)
             z.setflags(write=False)
             out[name] = z
         new = object.__new__(Views)

@@ -607,6 +607,7 @@ class SpectralAlignment(BaseEstimator):
             Replace (or, with raw views, provide) the anchor pairs.
         """
         problem = as_problem(problem, anchors)
+        problem.views.check_complete(type(self).__name__)
         self.embedding_ = self._fit(problem)
         self.n_components_ = self.embedding_.n_components
         self.view_names_ = problem.views.names

@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
+from ...data.views import check_view
 from ..initialisation import check_observed, complete_views, entity_means_from_embedding, init_latent
 from ..kernels import (
     ard_relevance,
@@ -44,7 +45,7 @@ OPTIMIZERS = ("adam", "lbfgs")
 
 
 def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
-    """Names and float64 copies of the views; NaN is allowed (missing), inf is not."""
+    """Names and float64 copies of the views (:func:`~bayesalign.data.views.check_view`): NaN is a missing entry."""
     if isinstance(data, AlignmentProblem):
         data = data.views
     if isinstance(data, Views):
@@ -62,20 +63,8 @@ def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
     for name, a in pairs:
         if not isinstance(name, str) or not name:
             raise TypeError(f"view names must be non-empty strings, got {name!r}")
-        try:
-            A = np.array(a, dtype=np.float64, copy=True)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"view {name!r} is not a numeric array: {err}") from None
-        if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
-            raise ValueError(f"view {name!r} must be a non-empty 2-D array, got shape {A.shape}")
-        if np.isinf(A).any():
-            row, col = np.argwhere(np.isinf(A))[0]
-            raise ValueError(f"view {name!r} has an infinite value at row {row}, column {col}")
-        empty = np.isnan(A).all(0)
-        if empty.any():
-            raise ValueError(f"view {name!r}: column {int(np.flatnonzero(empty)[0])} has no observed entry")
         names.append(name)
-        arrays.append(A)
+        arrays.append(np.array(check_view(a, name, allow_missing=True)))  # a writable float64 copy
     return names, arrays
 
 
