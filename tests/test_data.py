@@ -294,7 +294,8 @@ def test_methods_that_need_complete_views_name_the_view_with_missing_entries():
     from bayesalign import MAD
     from bayesalign.spectral import CCAAlignment
 
-    data = {"a": np.random.default_rng(0).standard_normal((30, 3)), "b": np.random.default_rng(1).standard_normal((30, 4))}
+    rng = np.random.default_rng(0)
+    data = {"a": rng.standard_normal((30, 3)), "b": rng.standard_normal((30, 4))}
     data["b"][3, 2] = np.nan
     problem = AlignmentProblem(Views(data, allow_missing=True),
                                anchors=Correspondence.from_pairs([(i, i) for i in range(10)], views=("a", "b")))
