@@ -353,3 +353,16 @@ def test_q_u_losing_positive_definiteness_is_reported(toy_views):
     svi.set_params(warm_start=True, max_epochs=1)
     with pytest.raises(FloatingPointError, match="q\\(u\\) lost positive definiteness at epoch 1.*float64"):
         _quiet(svi, toy_views)
+
+
+def test_a_natural_gradient_step_that_breaks_q_u_is_undone_and_halved(toy_views):
+    # a step of size 3 overshoots the optimal q(u) (size 1 reaches it for a Gaussian view) to a precision that is
+    # no longer positive definite, as float32 round-off can at 100,000 rows: the step is undone, its size halved
+    with pytest.warns(RuntimeWarning, match="q\\(u\\) lost positive definiteness .* step was undone"):
+        svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=30, batch_size=20, natural_gradient_lr=3.0,
+                                   progress=False, seed=0), toy_views)
+    assert svi.natural_gradient_halvings_ >= 1
+    assert svi.natural_gradient_lr_ == 3.0 / 2 ** svi.natural_gradient_halvings_
+    assert np.isfinite(svi.elbo_history_).all() and svi.n_epochs_ == 30
+    for gp in svi.model_.gps:  # q(u) is a proper Gaussian again: its covariance factorises
+        torch.linalg.cholesky(gp.variational_strategy.variational_distribution.covariance_matrix)

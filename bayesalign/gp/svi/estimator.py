@@ -42,6 +42,9 @@ __all__ = ["OPTIMIZERS", "StochasticMRD"]
 
 #: ``optimizer`` of :class:`StochasticMRD`.
 OPTIMIZERS = ("adam", "lbfgs")
+#: How often a natural-gradient step that broke q(u)'s positive definiteness is undone (its size halved each
+#: time) before the fit gives up with a FloatingPointError.
+MAX_NATURAL_HALVINGS = 10
 
 
 def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
@@ -185,6 +188,10 @@ class StochasticMRD(BaseEstimator):
         Epochs run (evaluations with ``optimizer="lbfgs"``).
     converged_ : bool
         Whether the convergence test passed before ``max_epochs`` (a ConvergenceWarning otherwise).
+    natural_gradient_lr_ : float or None
+        The natural-gradient step size at the end of the Adam path: ``natural_gradient_lr`` unless a step
+        broke q(u)'s positive definiteness (float32 round-off), which undoes that step and halves the
+        size (``natural_gradient_halvings_`` times, a RuntimeWarning each time).
     latent_mean_, latent_variance_ : arrays [N, Q]
         q(X) per entity.
     relevance_ : dict view -> array [Q]
@@ -426,27 +433,30 @@ class StochasticMRD(BaseEstimator):
             torch.manual_seed(0 if self.seed is None else int(np.random.default_rng(self.seed).integers(2**31)))
             generator = torch.Generator().manual_seed(int(torch.randint(2**31, ()).item()))
             bar = tqdm(range(epochs), desc=self._method, disable=not self.progress, leave=False)
+            before_step = None  # q(u)'s natural parameters before the last natural-gradient step
+            self.natural_gradient_halvings_ = 0
             for _ in bar:
                 order = torch.randperm(N, generator=generator).to(device)
                 total = 0.0
                 for s in range(steps):
                     idx = order[s * B:(s + 1) * B]
-                    optimiser.zero_grad(set_to_none=True)
-                    if ngd is not None:
-                        ngd.zero_grad(set_to_none=True)
-                    try:
-                        loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
-                    except NotPSDError as exc:
-                        raise FloatingPointError(
-                            f"q(u) lost positive definiteness at epoch {len(history) + 1} (its natural parameters "
-                            f"after a natural-gradient step, in {model.q_x.mean.dtype}): use dtype=torch.float64 or "
-                            f"a smaller natural_gradient_lr (now {self.natural_gradient_lr})") from exc
+                    while True:
+                        optimiser.zero_grad(set_to_none=True)
+                        if ngd is not None:
+                            ngd.zero_grad(set_to_none=True)
+                        try:
+                            loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+                            break
+                        except NotPSDError as exc:
+                            self._undo_natural_step(ngd, natural, before_step, len(history) + 1, exc)
+                            before_step = None
                     if not torch.isfinite(loss):
                         raise FloatingPointError(f"the ELBO became {loss.item()} at epoch {len(history) + 1}; "
                                                  "lower learning_rate or use float64")
                     loss.backward()
                     optimiser.step()
                     if ngd is not None:
+                        before_step = [p.detach().clone() for p in natural]
                         ngd.step()
                     total += -loss.item()
                 history.append(total / steps)
@@ -460,6 +470,7 @@ class StochasticMRD(BaseEstimator):
                         converged = True
                         break
             bar.close()
+        self.natural_gradient_lr_ = None if ngd is None else float(ngd.param_groups[0]["lr"])
         self.elbo_history_ = np.asarray(history)
         self.n_epochs_ = len(history)
         self.converged_ = converged
@@ -467,6 +478,27 @@ class StochasticMRD(BaseEstimator):
             warnings.warn(f"{self._method} did not converge in {epochs} epochs: the mean ELBO of the last {w} epochs "
                           f"still moved by more than tol={self.tol} relative to the {w} before; increase max_epochs",
                           ConvergenceWarning, stacklevel=3)
+
+    def _undo_natural_step(self, ngd, natural, before_step, epoch: int, exc: Exception) -> None:
+        """q(u) lost positive definiteness after a natural-gradient step (its precision, rounded in float32,
+        is no longer positive definite): restore q(u) from before that step and halve the step size for the
+        rest of the fit (``natural_gradient_lr_``), at most :data:`MAX_NATURAL_HALVINGS` times; otherwise
+        (no step to undo, or too many halvings) raise a FloatingPointError with the remedies."""
+        if ngd is None or before_step is None or self.natural_gradient_halvings_ >= MAX_NATURAL_HALVINGS:
+            raise FloatingPointError(
+                f"q(u) lost positive definiteness at epoch {epoch} (its natural parameters after a natural-gradient "
+                f"step, in {self.model_.q_x.mean.dtype}; step size halved {self.natural_gradient_halvings_} times): "
+                f"use dtype=torch.float64 or a smaller natural_gradient_lr (now {self.natural_gradient_lr})") from exc
+        with torch.no_grad():
+            for p, saved in zip(natural, before_step):
+                p.copy_(saved)
+        for group in ngd.param_groups:
+            group["lr"] *= 0.5
+        self.natural_gradient_halvings_ += 1
+        warnings.warn(f"{self._method}: q(u) lost positive definiteness after a natural-gradient step at epoch "
+                      f"{epoch} (in {self.model_.q_x.mean.dtype}); the step was undone and natural_gradient_lr halved "
+                      f"to {ngd.param_groups[0]['lr']:.4g} for the rest of the fit (natural_gradient_lr_)",
+                      RuntimeWarning, stacklevel=4)
 
     def _train_lbfgs(self) -> None:
         """Full-batch L-BFGS on the ELBO with q(u) at its optimum at every evaluation (``optimizer="lbfgs"``)."""
