@@ -240,6 +240,9 @@ def scale_one(which, args):
             warnings.simplefilter("ignore")
             model.fit({"a": views[0], "b": views[1]})
         times = (time.perf_counter() - start) / args.epochs
+        print(f"ELBO per epoch {np.array2string(model.elbo_history_, precision=4)}; natural-gradient step "
+              f"{model.natural_gradient_lr_} after {model.natural_gradient_halvings_} halving(s); "
+              f"{time.perf_counter() - start:.0f} s in all", flush=True)
         print(f"RESULT ours {times:.2f} {_peak_mb():.0f} {model.elbo_history_[-1]:.6g}", flush=True)
     elif which == "gpytorch":
         import gpytorch

@@ -366,3 +366,15 @@ def test_a_natural_gradient_step_that_breaks_q_u_is_undone_and_halved(toy_views)
     assert np.isfinite(svi.elbo_history_).all() and svi.n_epochs_ == 30
     for gp in svi.model_.gps:  # q(u) is a proper Gaussian again: its covariance factorises
         torch.linalg.cholesky(gp.variational_strategy.variational_distribution.covariance_matrix)
+
+
+def test_a_collapsed_latent_variance_gives_a_finite_elbo_not_a_refused_zero_scale(toy_views):
+    # a line-search trial far out along a raw variance (softplus underflows to exactly 0 below about -745) once
+    # ended a fit with torch's "Expected parameter scale ... GreaterThan(lower_bound=0.0)"; the variance has a floor
+    from bayesalign.gp.svi.guide import VARIANCE_FLOOR
+
+    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0), toy_views)
+    with torch.no_grad():
+        svi.model_.q_x.raw_variance[:5].fill_(-1e4)
+    assert float(svi.model_.q_x.variance.min()) == pytest.approx(VARIANCE_FLOOR, rel=1e-6)
+    assert np.isfinite(svi.elbo(num_samples=1))  # a value the line search can compare, and back off from

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import gpytorch
 import torch
-from gpytorch.constraints import Positive
+from gpytorch.constraints import GreaterThan
 from gpytorch.means import ConstantMean, ZeroMean
 from gpytorch.models import ApproximateGP
 from gpytorch.variational import CholeskyVariationalDistribution, NaturalVariationalDistribution, VariationalStrategy
 
 __all__ = ["LatentPosterior", "ViewGP"]
+
+
+#: The smallest variance of q(x): far below any posterior variance a fit keeps, but above 0, so that a trial
+#: point of a line search far out along a variance's raw parameter (softplus underflows to 0 there) gives a
+#: finite, poor ELBO that the search backs off from, not a zero scale that the distributions refuse.
+VARIANCE_FLOOR = 1e-10
 
 
 class LatentPosterior(gpytorch.Module):
@@ -29,14 +35,15 @@ class LatentPosterior(gpytorch.Module):
     Parameters
     ----------
     mean, variance : tensors [N, Q]
-        Initial values (the variance through GPyTorch's ``Positive`` softplus constraint).
+        Initial values (the variance through GPyTorch's softplus constraint, ``GreaterThan`` the
+        :data:`VARIANCE_FLOOR`; a smaller value given is raised to twice the floor).
     """
 
     def __init__(self, mean: torch.Tensor, variance: torch.Tensor):
         super().__init__()
         self.mean = torch.nn.Parameter(mean.clone())  # [N, Q]
         self.register_parameter("raw_variance", torch.nn.Parameter(torch.zeros_like(variance)))  # [N, Q]
-        self.register_constraint("raw_variance", Positive())
+        self.register_constraint("raw_variance", GreaterThan(VARIANCE_FLOOR))
         self.to(mean)
         self.variance = variance
 
@@ -46,7 +53,7 @@ class LatentPosterior(gpytorch.Module):
 
     @variance.setter
     def variance(self, value) -> None:
-        value = torch.as_tensor(value).to(self.raw_variance)
+        value = torch.as_tensor(value).to(self.raw_variance).clamp_min(2 * VARIANCE_FLOOR)
         with torch.no_grad():
             self.raw_variance.copy_(self.raw_variance_constraint.inverse_transform(value))
 
