@@ -10,12 +10,11 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   ``--optimizer lbfgs``: the SVI fit is full-batch L-BFGS with q(u) at its optimum at every evaluation
   (``StochasticMRD(optimizer="lbfgs")``; ``--epochs`` counts ELBO evaluations, 3000 by default). After the
   SVI fit, the collapsed MRD is also fitted from the SVI fit's q(X) means (same optimum of the same bound?).
---likelihood: MAD's toy ("linear_shared_private", N=100, 20 anchors) with view Y2 binarised at each
-  column's median (or Poisson counts, ``--counts``): anchors are entities observed by both views, the
-  other rows entities of their own view only (``observed=``); the unaligned rows are matched by the
-  Hungarian method (``bayesalign.matching.linear_assignment``) on the squared distances of their q(X)
-  means in the shared dimensions. Accuracy (fraction matched to their true partner) with the right
-  likelihood and with Y2 treated as Gaussian, over ``--seeds``.
+--likelihood: ``MAD(engine="svi")`` on MAD's toy ("linear_shared_private", N=100, 20 anchors) with view Y2
+  binarised at each column's median (or Poisson counts, ``--counts``), fitted with the right likelihood
+  (``svi_options={"likelihood": {"Y2": ...}}``) and with Y2 treated as Gaussian; the unaligned rows matched by
+  the Hungarian method on the likelihood cost. Accuracy (fraction matched to their true partner) over
+  ``--seeds``.
 --scale: 2 views, N=100,000, D=50 each, Q=10, M=128 (random smooth maps of a 10-d latent): seconds per
   epoch (minibatches of ``--batch-size`` entities) and the peak resident memory of one process per model,
   for this engine, GPyTorch's Bayesian GPLVM (``gpytorch.models.gplvm``, its example's model over both
@@ -111,35 +110,22 @@ def agreement(args):
     print(f"  relevance SVI {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in svi.relevance_.items())}")
 
 
-def _match_accuracy(problem, likelihood2, seed, epochs, views=None, optimizer="adam"):
-    from bayesalign.gp import StochasticMRD
-    from bayesalign.matching import linear_assignment
+def _mad_accuracy(problem, views, seed, args, likelihood=None):
+    """Accuracy of ``ba.MAD(engine="svi")`` (Hungarian, likelihood cost) on ``views``, and its shared dimensions."""
+    import bayesalign as ba
 
-    anchors = problem.anchors_between("Y1", "Y2").pairs  # [A, 2]
-    rows1, rows2 = problem.unaligned("Y1"), problem.unaligned("Y2")
-    A = anchors.shape[0]
-    e1 = np.empty(problem.views.n_samples["Y1"], dtype=np.int64)
-    e2 = np.empty(problem.views.n_samples["Y2"], dtype=np.int64)
-    e1[anchors[:, 0]] = e2[anchors[:, 1]] = np.arange(A)
-    e1[rows1] = A + np.arange(rows1.size)
-    e2[rows2] = A + rows1.size + np.arange(rows2.size)
-    views = views or {"Y1": problem.views["Y1"], "Y2": problem.views["Y2"]}
+    options = dict(batch_size=200, max_epochs=args.epochs, learning_rate=0.05, init_variance=0.01,
+                   natural_gradient_lr=0.5, optimizer=args.optimizer,
+                   warmup_epochs=100 if args.optimizer == "lbfgs" else 50)
+    if likelihood is not None:
+        options["likelihood"] = likelihood
+    if args.init != "joint-laplacian":  # MAD's own start otherwise
+        options["init"] = args.init
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = StochasticMRD(latent_dim=5, num_inducing=20, likelihood={"Y2": likelihood2}, batch_size=200,
-                              max_epochs=epochs, learning_rate=0.05, init_variance=0.01, natural_gradient_lr=0.5,
-                              optimizer=optimizer, warmup_epochs=100 if optimizer == "lbfgs" else 50,
-                              progress=False, seed=seed).fit(
-            views, observed={"Y1": e1, "Y2": e2})
-    dims = model.shared_dims()
-    dims = dims if dims.size else np.arange(model.latent_dim)
-    mean = model.latent_mean_[:, dims]
-    a, b = mean[e1[rows1]], mean[e2[rows2]]
-    cost = np.square(a[:, None, :] - b[None, :, :]).sum(-1)  # [u1, u2]
-    pairs = linear_assignment(cost, views=("Y1", "Y2")).pairs
-    truth = problem.truth_between("Y1", "Y2").mapping()
-    hits = sum(truth.get(int(rows1[i])) == int(rows2[j]) for i, j in pairs)
-    return hits / rows1.size, dims.size
+        mad = ba.MAD(latent_dim=5, num_inducing=20, engine="svi", seed=seed, progress=False,
+                     svi_options=options).fit(problem.replace(views=views))
+    return ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), problem), len(mad.shared_dims("Y1", "Y2"))
 
 
 def likelihood(args):
@@ -147,7 +133,7 @@ def likelihood(args):
 
     name = "poisson" if args.counts else "bernoulli"
     print(f"MAD toy linear_shared_private, N=100, 20 anchors, Y2 as {'Poisson counts' if args.counts else 'binary'}; "
-          f"{args.epochs} epochs")
+          f"MAD(engine='svi', init={args.init!r}), {args.epochs} epochs, Hungarian on the likelihood cost")
     results = {name: [], "gaussian": []}
     for seed in args.seeds:
         problem = ba.datasets.mad_toy("linear_shared_private", seed=seed, n=100, n_anchors=20)
@@ -157,10 +143,10 @@ def likelihood(args):
             Y2 = rng.poisson(np.exp((Y2 - Y2.mean(0)) / Y2.std(0))).astype(float)
         else:
             Y2 = (Y2 > np.median(Y2, 0)).astype(float)
-        problem = problem.replace(views=ba.Views({"Y1": problem.views["Y1"], "Y2": Y2}))
+        views = ba.Views({"Y1": problem.views["Y1"], "Y2": Y2})
         for lik in (name, "gaussian"):
             start = time.perf_counter()
-            acc, n_shared = _match_accuracy(problem, lik, seed, args.epochs)
+            acc, n_shared = _mad_accuracy(problem, views, seed, args, likelihood={"Y2": lik})
             results[lik].append(acc)
             print(f"  seed {seed}: Y2 {lik:10s} accuracy {acc:.3f} ({n_shared} shared dims, "
                   f"{time.perf_counter() - start:.1f} s)", flush=True)
@@ -177,11 +163,6 @@ def missing(args):
           f"init={args.init!r}), {args.epochs} {'evaluations' if args.optimizer == 'lbfgs' else 'epochs'}, "
           "Hungarian on the likelihood cost")
     results = {"complete": [], "missing": []}
-    options = dict(batch_size=200, max_epochs=args.epochs, learning_rate=0.05, init_variance=0.01,
-                   natural_gradient_lr=0.5, optimizer=args.optimizer,
-                   warmup_epochs=100 if args.optimizer == "lbfgs" else 50)
-    if args.init != "joint-laplacian":  # MAD's own start otherwise
-        options["init"] = args.init
     for seed in args.seeds:
         problem = ba.datasets.mad_toy("linear_shared_private", seed=seed, n=100, n_anchors=20)
         rng = np.random.default_rng(1000 + seed)
@@ -192,13 +173,9 @@ def missing(args):
             holed[v] = Y
         for label, views in (("complete", problem.views), ("missing", ba.Views(holed, allow_missing=True))):
             start = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                mad = ba.MAD(latent_dim=5, num_inducing=20, engine="svi", seed=seed, progress=False,
-                             svi_options=options).fit(problem.replace(views=views))
-            acc = ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), problem)
+            acc, n_shared = _mad_accuracy(problem, views, seed, args)
             results[label].append(acc)
-            print(f"  seed {seed}: {label:9s} accuracy {acc:.3f} ({len(mad.shared_dims('Y1', 'Y2'))} shared dims, "
+            print(f"  seed {seed}: {label:9s} accuracy {acc:.3f} ({n_shared} shared dims, "
                   f"{time.perf_counter() - start:.1f} s)", flush=True)
     for label, accs in results.items():
         print(f"  mean accuracy, {label:9s}: {np.mean(accs):.3f}")
@@ -234,7 +211,8 @@ def scale_one(which, args):
 
         times = []
         model = StochasticMRD(latent_dim=Q, num_inducing=M, batch_size=B, max_epochs=args.epochs, init="random",
-                              dtype=dtype, device=args.device, progress=False, seed=0)
+                              warmup_epochs=args.warmup_epochs, dtype=dtype, device=args.device, progress=False,
+                              seed=0)
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -339,7 +317,7 @@ def main():
     parser.add_argument("--missing", type=float, default=None, metavar="FRACTION",
                         help="complete views against this fraction of NaN entries (MAD's toy)")
     parser.add_argument("--init", choices=["joint-laplacian", "pca"], default="joint-laplacian",
-                        help="--missing: q(X)'s start")
+                        help="--missing, --likelihood: q(X)'s start")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=None)
@@ -348,6 +326,8 @@ def main():
     parser.add_argument("--warm-epochs", type=int, default=1000)
     parser.add_argument("--init-variance", type=float, default=0.01)
     parser.add_argument("--ngd-lr", type=float, default=0.5)
+    parser.add_argument("--warmup-epochs", type=int, default=2,
+                        help="--scale: epochs with the noise held (StochasticMRD's warmup_epochs)")
     parser.add_argument("--memory-limit-gb", type=float, default=4.0)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--batch-size", type=int, default=2048)
