@@ -329,7 +329,8 @@ class MAD(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, problem: AlignmentProblem, self_training: bool = False, confidence_threshold: float = 0.9,
-            max_rounds: int = 5, n_bootstrap: int | None = None, bootstrap: str = "gromov_wasserstein") -> MAD:
+            max_rounds: int = 5, n_bootstrap: int | None = None, bootstrap: str = "gromov_wasserstein",
+            bootstrap_reflections: int | None = None) -> MAD:
         """Train MRD on the anchors and infer q(x) of every unaligned row (section 3.1).
 
         Parameters
@@ -350,6 +351,19 @@ class MAD(BaseEstimator):
             local-pattern correspondence. It works when the views' geometry has no symmetry to
             confuse it and fails outright otherwise (benchmarks/RESULTS.md): check ``bootstrap_``
             and ``self_training_history_``, and give a few anchors when you can.
+        bootstrap_reflections : int
+            With no anchors and the Gromov-Wasserstein bootstrap: Gromov-Wasserstein sees
+            within-view distances only, so a mirror image of the right correspondence is as good
+            to it as the right one. It is started from each of the ``2 ** bootstrap_reflections``
+            reflections of the views' leading principal axes
+            (:func:`bayesalign.bootstrap.reflection_starts`); from each candidate's pairs the
+            model is fitted and self-trained (hard EM over the correspondence, :meth:`self_train`),
+            and the candidate whose final fit has the highest bound (the evidence of the data under
+            the correspondence it ended with) is kept: restarts of EM, the best bound kept.
+            ``bootstrap_["candidates"]`` lists them all. 0: one bootstrap from
+            Gromov-Wasserstein's default start. Default (None): 2 with ``training="all_rows"``;
+            0 with ``training="anchors"``, whose bound covers the anchor rows only, so the
+            candidates' bounds would not compare the same data (more is refused there).
 
         Returns
         -------
@@ -364,16 +378,18 @@ class MAD(BaseEstimator):
         self.discovered_ = {}
         self.self_training_history_ = []
         self.bootstrap_ = None
-        if len(groups) == 0:
-            if len(names) != 2:
-                raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
-                                 f"{len(names)} views and no anchors")
-            groups = self._bootstrap(problem, n_bootstrap, bootstrap)
-            self_training = True
+        if len(groups) == 0 and len(names) != 2:
+            raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
+                             f"{len(names)} views and no anchors")
+        self_training = bool(self_training) or len(groups) == 0  # a bootstrap is always followed by self-training
         if self_training and len(names) != 2:
             raise ValueError(f"self-training is implemented for two views; this problem has {len(names)}")
         if self_training and not 0 < float(confidence_threshold) <= 1:  # checked before the (slow) fit
             raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
+        if len(groups) == 0:
+            self._fit_bootstrapped(problem, n_bootstrap, bootstrap, bootstrap_reflections, confidence_threshold,
+                                   max_rounds)
+            return self
         self.anchors_ = groups
         self._fit_model(problem)
         if self_training:
@@ -642,27 +658,69 @@ class MAD(BaseEstimator):
                            ("cost", cost), ("round", np.full(len(index_a), round_))):
             found[key] = np.concatenate([found[key], np.asarray(value, found[key].dtype)])
 
-    def _bootstrap(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str) -> np.ndarray:
-        """Unsupervised starting anchors: the ``n_bootstrap`` highest-scored pairs of
-        :func:`bayesalign.bootstrap.unsupervised_pairs`."""
-        from .bootstrap import unsupervised_pairs
+    def _fit_bootstrapped(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str,
+                          reflections: int | None, confidence_threshold: float, max_rounds: int) -> None:
+        """No anchors: from each unsupervised candidate's pairs (``_bootstrap_candidates``) the model fitted and
+        self-trained; the candidate whose final fit has the highest bound kept (its warnings re-issued, the
+        others' dropped). Sets ``bootstrap_`` with every candidate's record."""
+        a, b = problem.views.names
+        candidates = self._bootstrap_candidates(problem, n_bootstrap, bootstrap, reflections)
+        truth = _truth_pairs(problem, a, b)
+        records, best = [], None
+        for k, (signs, pairs, scores) in enumerate(candidates):
+            correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
+            self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
+            self.bootstrap_ = {"method": bootstrap, "pairs": pairs, "correct": correct}
+            # their scores (n T_ij or exp(-dist / delta^2)) stand in for probabilities (not calibrated)
+            self._discover(a, b, pairs[:, 0], pairs[:, 1], np.clip(scores, 0.0, 1.0), np.zeros(len(pairs)), 0)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self._fit_model(problem)
+                self.self_train(confidence_threshold, max_rounds)
+            bound = float(self.model_.elbo())
+            records.append({"signs": signs, "n_pairs": int(len(pairs)), "correct": correct, "bound": bound,
+                            "self_training_added": int(sum(h["added"] for h in self.self_training_history_))})
+            if best is None or bound > best[0]:
+                best = (bound, k, dict(self.__dict__), list(caught))
+        _, chosen, state, caught = best
+        self.__dict__.update(state)
+        self.bootstrap_.update(candidates=records, chosen=chosen)
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    def _bootstrap_candidates(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str,
+                              reflections: int | None) -> list:
+        """Unsupervised starting anchors: per candidate (one per reflection start of Gromov-Wasserstein,
+        or the single local-pattern one) ``(signs, pairs (k, 2), scores (k,))``, its ``n_bootstrap``
+        highest-scored mutual pairs of :func:`bayesalign.bootstrap.unsupervised_pairs`."""
+        from .bootstrap import reflection_starts, unsupervised_pairs
 
         a, b = problem.views.names
         k = max(MIN_ANCHORS, 2 * int(self.latent_dim)) if n_bootstrap is None else int(n_bootstrap)
         if k < MIN_ANCHORS:
             raise ValueError(f"n_bootstrap must be at least {MIN_ANCHORS}, got {n_bootstrap!r}")
-        pairs_all, weights = unsupervised_pairs(problem.views[a], problem.views[b], bootstrap, views=(a, b))
-        order = np.argsort(-weights, kind="stable")[:k]
-        if order.size < MIN_ANCHORS:
-            raise ValueError(f"the unsupervised bootstrap found only {order.size} mutual pairs; MAD needs at least "
+        if reflections is None:
+            reflections = 0 if self.training == "anchors" else 2
+        if isinstance(reflections, bool) or not isinstance(reflections, (int, np.integer)) or reflections < 0:
+            raise ValueError(f"bootstrap_reflections must be an int >= 0, got {reflections!r}")
+        if reflections and self.training == "anchors":
+            raise ValueError("bootstrap_reflections > 0 needs training='all_rows': the candidates are compared by "
+                             "their bounds, and the anchors-only bound covers different rows for each")
+        Ya, Yb = problem.views[a], problem.views[b]
+        starts = [((), None)]
+        if bootstrap == "gromov_wasserstein" and reflections > 0:
+            starts = reflection_starts(Ya, Yb, n_axes=int(reflections))
+        candidates, found = [], []
+        for signs, start in starts:
+            pairs_all, weights = unsupervised_pairs(Ya, Yb, bootstrap, views=(a, b), init=start)
+            order = np.argsort(-weights, kind="stable")[:k]
+            found.append(int(order.size))
+            if order.size >= MIN_ANCHORS:
+                candidates.append((tuple(int(x) for x in signs), pairs_all[order].astype(np.int64), weights[order]))
+        if not candidates:
+            raise ValueError(f"the unsupervised bootstrap found at most {max(found)} mutual pairs; MAD needs at least "
                              f"{MIN_ANCHORS}: give a few anchors")
-        pairs = pairs_all[order]
-        truth = _truth_pairs(problem, a, b)
-        self.bootstrap_ = {"method": bootstrap, "n_mutual_pairs": int(len(pairs_all)), "pairs": pairs,
-                           "correct": None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))}
-        # their scores (n T_ij or exp(-dist / delta^2)) stand in for probabilities (not calibrated)
-        self._discover(a, b, pairs[:, 0], pairs[:, 1], np.clip(weights[order], 0.0, 1.0), np.zeros(order.size), 0)
-        return pairs.astype(np.int64)
+        return candidates
 
     # -- streaming (the paper's myopic, online variant) ---------------------------------------
     def match_one(self, y, view=None, other=None, cost_limit=None):

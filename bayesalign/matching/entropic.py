@@ -404,7 +404,7 @@ def marginal_assignment(marginals, cost=None, min_probability: float = 0.0, view
 
 
 def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: int = 50, n_inner: int = 1000,
-                                tol: float = 1e-6):
+                                tol: float = 1e-6, init=None):
     """Entropic Gromov-Wasserstein coupling of two metric spaces (Peyre, Cuturi & Solomon 2016, eq. 8-10).
 
     Minimises ``sum_{ijkl} (A_ik - B_jl)^2 T_ij T_kl - epsilon H(T)`` over couplings T with
@@ -423,6 +423,10 @@ def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: 
         Mirror-descent steps (stops earlier when T changes by less than ``tol``).
     n_inner : int
         Sinkhorn sweeps per step (an inexact projection, as in the paper's experiments).
+    init : array (n_a, n_b), optional
+        The coupling the mirror descent starts from (non-negative, rescaled to sum to 1); default the
+        independent coupling 1 / (n_a n_b). The objective is not convex: different starts can end in
+        different optima, e.g. mirror images (:func:`bayesalign.bootstrap.reflection_starts`).
 
     Returns
     -------
@@ -438,10 +442,19 @@ def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: 
     """
     A = np.asarray(dist_a, np.float64)  # [n_a, n_a]
     B = np.asarray(dist_b, np.float64)  # [n_b, n_b]
+    G0 = None
+    if init is not None:
+        G0 = np.array(init, dtype=np.float64)  # [n_a, n_b]
+        if G0.shape != (A.shape[0], B.shape[0]) or not np.all(np.isfinite(G0)) or G0.min() < 0 or G0.sum() <= 0:
+            raise ValueError(f"init must be a non-negative finite ({A.shape[0]}, {B.shape[0]}) coupling with a "
+                             f"positive sum, got shape {G0.shape}")
+        G0 /= G0.sum()
+    p, q = np.full(A.shape[0], 1.0 / A.shape[0]), np.full(B.shape[0], 1.0 / B.shape[0])
     with warnings.catch_warnings():  # an inexact projection (n_inner sweeps) is the paper's choice
         warnings.filterwarnings("ignore", message="Sinkhorn did not converge")
-        T = ot.gromov.entropic_gromov_wasserstein(A, B, loss_fun="square_loss", epsilon=float(epsilon),
-                                                  max_iter=int(n_outer), tol=float(tol), numItermax=int(n_inner))
+        T = ot.gromov.entropic_gromov_wasserstein(A, B, p, q, loss_fun="square_loss", epsilon=float(epsilon),
+                                                  G0=G0, max_iter=int(n_outer), tol=float(tol),
+                                                  numItermax=int(n_inner))
     if not np.all(np.isfinite(T)):
         raise FloatingPointError(f"Gromov-Wasserstein coupling is not finite at epsilon={epsilon}; raise epsilon")
     return T / T.sum()
