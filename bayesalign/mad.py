@@ -191,7 +191,9 @@ class MAD(BaseEstimator):
     latent_prior : {"graph", "standard_normal"}
         p(X) of the all-rows model: N(0, (I + graph_strength * L)^-1) over the entities, L the
         Laplacian of the union of the views' ``n_neighbors``-nearest-neighbour graphs
-        (:func:`bayesalign.graph.entity_graph`), or N(0, I).
+        (:func:`bayesalign.graph.entity_graph`), or N(0, I). The graph prior is built for the
+        collapsed engine's all-rows model; the paper's anchors-only procedure and ``engine="svi"``
+        use N(0, I) whatever this says (``latent_prior_`` records the prior a fit used).
     graph_strength : float
         lambda of the graph prior (0: N(0, I)).
     n_neighbors : int
@@ -210,6 +212,8 @@ class MAD(BaseEstimator):
         With ``training="all_rows"``: the number of entities and the entity of each row of each view.
     converged_ : bool
         Whether the model's optimiser reached its tolerance (a ConvergenceWarning says when not).
+    latent_prior_ : {"graph", "standard_normal"}
+        The p(X) the fitted model used (see ``latent_prior``).
     switched_off_views_ : list of str
         Views whose every ARD relevance is ~0 (warned: their rows carry no latent information).
     anchors_ : int array (G, V)
@@ -429,6 +433,9 @@ class MAD(BaseEstimator):
         self.relevance_ = relevance
         self.shared_threshold_ = threshold
         self.converged_ = bool(getattr(self.model_, "converged_", True))
+        graph = (self.training == "all_rows" and self.engine == "collapsed" and self.latent_prior == "graph"
+                 and float(self.graph_strength) > 0)
+        self.latent_prior_ = "graph" if graph else "standard_normal"
         self.shared_dims_ = {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:

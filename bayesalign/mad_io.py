@@ -24,7 +24,8 @@ __all__ = ["MADFileError", "load_mad", "save_mad"]
 FORMAT = "bayesalign.mad"
 FORMAT_VERSION = 1
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
-_PLAIN = ("shared_threshold_", "converged_", "switched_off_views_", "timings_", "self_training_history_")
+_PLAIN = ("shared_threshold_", "converged_", "switched_off_views_", "timings_", "self_training_history_",
+          "latent_prior_")
 
 
 class MADFileError(ValueError):

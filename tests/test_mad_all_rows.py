@@ -44,6 +44,7 @@ def test_all_rows_mad_is_a_partially_observed_mrd_over_the_problem_s_entities(to
     # p(X) is the graph prior over the views' kNN graphs (default strength 10)
     prior = model.module_.latent_prior
     assert isinstance(prior, GraphLaplacianPrior) and prior.strength == 10.0 and prior.n_entities == n
+    assert all_rows.latent_prior_ == "graph"
 
 
 def test_all_rows_mad_matches_the_toy_as_well_as_the_paper_s_procedure(toy, all_rows):
@@ -69,6 +70,7 @@ def test_svi_engine_fits_every_row_and_matches(toy):
     mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, training="all_rows", engine="svi",
                  svi_options={"max_epochs": 300}).fit(toy)
     assert isinstance(mad.model_, ba.gp.StochasticMRD)
+    assert mad.latent_prior_ == "standard_normal"  # the graph prior is the collapsed engine's; said, not hidden
     free, mean, _ = mad.posteriors_["Y2"]
     np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
     # measured 0.72 (300 epochs, seed 0; the collapsed engine 0.89): far above chance (1/90)
