@@ -129,8 +129,8 @@ class MAD(BaseEstimator):
       prior that keeps each row near its kNN neighbours (``latent_prior="graph"``,
       :class:`bayesalign.gp.priors.GraphLaplacianPrior`) and q(X) started from the joint-Laplacian
       embedding; the unaligned rows' posteriors are their entities' q(x). Every row teaches the GP
-      mappings and the ARD weights. ``engine="svi"`` fits the same layout with Pyro SVI
-      (:class:`bayesalign.gp.StochasticMRD`, N(0, I) prior); it also takes views with missing
+      mappings and the ARD weights. ``engine="svi"`` fits the same model with Pyro SVI
+      (:class:`bayesalign.gp.StochasticMRD`, the same graph prior); it also takes views with missing
       entries (``Views(..., allow_missing=True)``): a NaN is left out of its view's likelihood,
       never imputed (only the joint-Laplacian start reads it as its column's mean).
 
@@ -191,9 +191,11 @@ class MAD(BaseEstimator):
     latent_prior : {"graph", "standard_normal"}
         p(X) of the all-rows model: N(0, (I + graph_strength * L)^-1) over the entities, L the
         Laplacian of the union of the views' ``n_neighbors``-nearest-neighbour graphs
-        (:func:`bayesalign.graph.entity_graph`), or N(0, I). The graph prior is built for the
-        collapsed engine's all-rows model; the paper's anchors-only procedure and ``engine="svi"``
-        use N(0, I) whatever this says (``latent_prior_`` records the prior a fit used).
+        (:func:`bayesalign.graph.entity_graph`), or N(0, I). Both engines of the all-rows model use
+        it (``engine="svi"``: unless ``svi_options`` gives another ``latent_prior``; with missing
+        entries the graph's neighbourhoods read a hole as its column's mean); the paper's
+        anchors-only procedure uses N(0, I) whatever this says (``latent_prior_`` records the
+        prior a fit used).
     graph_strength : float
         lambda of the graph prior (0: N(0, I)).
     n_neighbors : int
@@ -433,8 +435,11 @@ class MAD(BaseEstimator):
         self.relevance_ = relevance
         self.shared_threshold_ = threshold
         self.converged_ = bool(getattr(self.model_, "converged_", True))
-        graph = (self.training == "all_rows" and self.engine == "collapsed" and self.latent_prior == "graph"
-                 and float(self.graph_strength) > 0)
+        used = getattr(self.model_, "latent_prior", None)  # StochasticMRD's parameter (svi_options may set it)
+        if self.engine == "svi":
+            graph = type(used).__name__ == "GraphLaplacianPrior"
+        else:
+            graph = self.training == "all_rows" and self.latent_prior == "graph" and float(self.graph_strength) > 0
         self.latent_prior_ = "graph" if graph else "standard_normal"
         self.shared_dims_ = {}
         for i, a in enumerate(names):
@@ -496,16 +501,21 @@ class MAD(BaseEstimator):
             init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
                 start_problem).embedding_
         prior = None
-        if self.engine == "collapsed" and self.latent_prior == "graph" and float(self.graph_strength) > 0:
+        if self.latent_prior == "graph" and float(self.graph_strength) > 0:
             from .gp.priors import GraphLaplacianPrior
 
-            W = entity_graph([arrays[v] for v in names], [rows[v] for v in names], n_entities, int(self.n_neighbors))
+            # the neighbourhoods of rows with missing entries from the start's column means (the prior's graph only)
+            graph_views = start_problem.views
+            W = entity_graph([np.asarray(graph_views[v]) for v in names], [rows[v] for v in names], n_entities,
+                             int(self.n_neighbors))
             prior = GraphLaplacianPrior(laplacian(W)[0], float(self.graph_strength))
         if self.engine == "svi":
             from .gp import StochasticMRD
 
             options = dict(self.svi_options or {})
             options.setdefault("init", init)
+            if prior is not None:
+                options.setdefault("latent_prior", prior)
             self.model_ = StochasticMRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel,
                                         seed=self.seed, device=self.device, progress=self.progress,
                                         **options).fit(arrays, observed=rows)

@@ -378,3 +378,32 @@ def test_a_collapsed_latent_variance_gives_a_finite_elbo_not_a_refused_zero_scal
         svi.model_.q_x.raw_variance[:5].fill_(-1e4)
     assert float(svi.model_.q_x.variance.min()) == pytest.approx(VARIANCE_FLOOR, rel=1e-6)
     assert np.isfinite(svi.elbo(num_samples=1))  # a value the line search can compare, and back off from
+
+
+def test_graph_prior_bound_equals_the_collapsed_engine_s(toy_views):
+    # The same Gaussian Markov random field prior in both engines: at the collapsed fit's parameters and its optimal
+    # q(u), the SVI ELBO (KL to N(0, I) plus the closed-form log-ratio term) equals the collapsed bound (whose KL is
+    # the GMRF's in closed form), to the round-off of two float64 computations; and it is not the N(0, I) bound
+    from bayesalign.gp.priors import GraphLaplacianPrior
+    from bayesalign.graph import entity_graph, laplacian
+
+    n = toy_views["a"].shape[0]
+    W = entity_graph([toy_views["a"], toy_views["b"]], [np.arange(n), np.arange(n)], n, n_neighbors=5)
+    prior = GraphLaplacianPrior(laplacian(W)[0], strength=3.0)
+    mrd = ba.MRD(latent_dim=3, num_inducing=8, max_iter=150, progress=False, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mrd.fit(toy_views, latent_prior=prior)
+    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, latent_prior=prior, progress=False,
+                               seed=0), toy_views)
+    svi.load_collapsed(mrd)
+    assert svi.elbo(num_samples=1) == pytest.approx(mrd.elbo(), rel=1e-7, abs=1e-6)
+    plain = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0), toy_views)
+    plain.load_collapsed(mrd)
+    assert abs(plain.elbo(num_samples=1) - mrd.elbo()) > 1.0
+    # minibatches: the mean of the per-batch estimates over a partition of the entities is the full-batch value
+    model = svi.model_
+    with torch.no_grad():
+        full = float(model.graph_log_ratio(torch.arange(n)).sum())
+        halves = [float(model.graph_log_ratio(part).sum()) for part in torch.arange(n).chunk(2)]
+    assert sum(halves) == pytest.approx(full, rel=1e-12)

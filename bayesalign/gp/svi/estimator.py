@@ -34,6 +34,7 @@ from ..kernels import (
     shared_dimensions,
 )
 from ..module import resolve_dtype
+from ..priors import GraphLaplacianPrior
 from .guide import LatentPosterior, ViewGP
 from .likelihoods import LIKELIHOODS, check_targets, expected_log_likelihood, make_likelihood
 from .model import SVIMRDModel
@@ -117,12 +118,16 @@ class StochasticMRD(BaseEstimator):
         sampled bound much early on; measured in benchmarks/RESULTS.md, "SVI engine").
     snr : float
         Initial signal-to-noise ratio of the Gaussian views (noise = column variance / snr).
-    latent_prior : "normal", "gp", pyro Distribution or callable
+    latent_prior : "normal", "gp", GraphLaplacianPrior, pyro Distribution or callable
         p(x_n): standard normal; ``"gp"``: each latent dimension a GP over the ``time_index`` given to
         :meth:`fit`, RBF covariance with unit variance and lengthscale ``time_lengthscale`` (it couples
-        the entities: an N x N matrix, for sequences of up to a few thousand); a distribution with
-        event shape (Q,) shared by every entity; or a callable ``prior(idx) -> distribution`` with
-        batch shape [B] and event shape [Q] for the entity indices ``idx`` [B] (a tensor).
+        the entities: an N x N matrix, for sequences of up to a few thousand); a
+        :class:`~bayesalign.gp.priors.GraphLaplacianPrior` over the N entities (the Gaussian Markov
+        random field N(0, (I + lambda L)^-1) of the collapsed engine's all-rows MAD: its KL in closed form,
+        the sparse P mu over every entity at each step, the rest of the term per minibatch,
+        :meth:`~bayesalign.gp.svi.SVIMRDModel.graph_log_ratio`); a distribution with event shape (Q,) shared by every
+        entity; or a callable ``prior(idx) -> distribution`` with batch shape [B] and event shape [Q]
+        for the entity indices ``idx`` [B] (a tensor).
     time_lengthscale : float
         Lengthscale of the ``"gp"`` prior, in the units of ``time_index``.
     batch_size : int
@@ -270,8 +275,9 @@ class StochasticMRD(BaseEstimator):
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         prior = self.latent_prior
         if not (prior in ("normal", "gp") if isinstance(prior, str) else
-                isinstance(prior, torch.distributions.Distribution) or callable(prior)):
-            raise ValueError(f"latent_prior must be 'normal', 'gp', a pyro distribution or a callable, got {prior!r}")
+                isinstance(prior, (torch.distributions.Distribution, GraphLaplacianPrior)) or callable(prior)):
+            raise ValueError(f"latent_prior must be 'normal', 'gp', a GraphLaplacianPrior, a pyro distribution or a "
+                             f"callable, got {prior!r}")
         if isinstance(prior, torch.distributions.Distribution) and tuple(prior.event_shape) != (int(self.latent_dim),):
             raise ValueError(f"latent_prior must have event shape ({self.latent_dim},) (one latent point), got "
                              f"{tuple(prior.event_shape)}; use .to_event(1) on a per-dimension distribution")
@@ -358,15 +364,19 @@ class StochasticMRD(BaseEstimator):
             lookup = np.full(N, -1, dtype=np.int64)
             lookup[r] = np.arange(r.size)
             rows.append(torch.as_tensor(lookup, device=device))
-        prior, time_cov = None, None
+        prior, time_cov, graph = None, None, None
         if isinstance(self.latent_prior, str) and self.latent_prior == "gp":
             time_cov = self._time_covariance(time_index, N, dtype, device)
+        elif isinstance(self.latent_prior, GraphLaplacianPrior):
+            graph = self.latent_prior
+            graph.check(N)
         elif not isinstance(self.latent_prior, str):
             prior = self.latent_prior
         self.model_ = SVIMRDModel(gps, liks, [tensor(Y) for Y in targets], rows,
                                   LatentPosterior(tensor(X0), torch.full((N, Q), float(self.init_variance),
                                                                          dtype=dtype, device=device)),
-                                  latent_prior=prior, time_covariance=time_cov).to(device=device, dtype=dtype)
+                                  latent_prior=prior, time_covariance=time_cov, graph_prior=graph).to(
+            device=device, dtype=dtype)
         self.view_names_ = tuple(names)
         self.likelihoods_ = dict(zip(names, likelihoods))
         self.n_entities_ = N
@@ -509,8 +519,10 @@ class StochasticMRD(BaseEstimator):
         why = []
         if any(lik != "gaussian" for lik in self.likelihoods_.values()):
             why.append("every view Gaussian (the other likelihoods' terms are Monte Carlo estimates)")
-        if not (isinstance(self.latent_prior, str) and self.latent_prior == "normal"):
-            why.append("latent_prior='normal' (the KL of the others may be a Monte Carlo estimate)")
+        if not (isinstance(self.latent_prior, GraphLaplacianPrior) or
+                isinstance(self.latent_prior, str) and self.latent_prior == "normal"):
+            why.append("latent_prior='normal' or a GraphLaplacianPrior (the KL of the others may be a Monte Carlo "
+                       "estimate)")
         if self.natural_gradient_lr is None:
             why.append("natural-gradient q(u) (natural_gradient_lr not None)")
         if int(self.batch_size) < N:

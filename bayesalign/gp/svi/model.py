@@ -66,8 +66,9 @@ class SVIMRDModel(gpytorch.Module):
     """
 
     def __init__(self, gps, likelihoods, targets, rows, q_x: LatentPosterior, latent_prior=None,
-                 time_covariance: torch.Tensor | None = None):
+                 time_covariance: torch.Tensor | None = None, graph_prior=None):
         super().__init__()
+        self.graph_prior = graph_prior
         self.gps = torch.nn.ModuleList(gps)
         self.likelihoods = torch.nn.ModuleList(likelihoods)
         self.n_views = len(self.gps)
@@ -131,6 +132,25 @@ class SVIMRDModel(gpytorch.Module):
             Y, self.q_x.mean[entities], self.q_x.variance[entities], gp.covar_module, strategy.inducing_points,
             strategy.jitter_val, gp.inducing_distributions()[1], self.likelihoods[v].noise.reshape(()))
 
+    def graph_log_ratio(self, idx: torch.Tensor) -> torch.Tensor:
+        r"""Per entity n of ``idx`` [B], the closed form of :math:`E_q[\log p_G(X) - \log N(X; 0, I)]` split over
+        the entities (:class:`~bayesalign.gp.priors.GraphLaplacianPrior`, precision P = I + lambda L):
+
+        .. math:: d_n = -\tfrac12\bigl[(P_{nn} - 1)\textstyle\sum_q (S_{nq} + \mu_{nq}^2)
+                  + \mu_n^\top ((P - \mathrm{diag} P)\mu)_n\bigr] + \tfrac{Q}{2E}\log|P|,
+
+        whose sum over all E entities added to the ELBO under N(0, I) gives the ELBO under the graph prior
+        (KL(q || p_G) = KL(q || N(0, I)) - E_q[log p_G - log N(0, I)]). Summed over a minibatch and scaled by
+        E / B (the plate) it is unbiased, and so is its gradient (P mu is computed over every entity: sparse).
+        """
+        mu, S = self.q_x.mean, self.q_x.variance  # [E, Q]
+        P, diagonal = self.graph_prior._tensors(mu)  # sparse [E, E], [E]
+        E, Q = mu.shape
+        m, d = mu[idx], diagonal[idx]
+        off = torch.sparse.mm(P, mu)[idx] - d[:, None] * m  # ((P - diag P) mu)_n [B, Q]
+        return (-0.5 * ((d - 1.0) * (S[idx].sum(1) + m.square().sum(1)) + (m * off).sum(1))
+                + 0.5 * Q * self.graph_prior.log_det_precision / E)
+
     def hyper_log_prior(self) -> torch.Tensor:
         """Sum of the log densities of every GPyTorch prior registered on the kernels and likelihoods."""
         total = self.q_x.mean.new_zeros(())
@@ -154,6 +174,8 @@ class SVIMRDModel(gpytorch.Module):
         gaussian = [isinstance(lik, GaussianLikelihood) for lik in self.likelihoods]
         with pyro.plate("entities", self.num_entities, subsample=idx):
             x = pyro.sample("X", self.prior_of(idx)) if X is None else X[idx]  # [B, Q]
+            if self.graph_prior is not None:  # X above is N(0, I); this term makes it the graph prior
+                pyro.factor("graph_prior", self.graph_log_ratio(idx))
             for v in range(self.n_views):
                 if not gaussian[v]:
                     pyro.factor(f"y_{v}", self.view_log_likelihood(v, x, idx))
