@@ -214,8 +214,9 @@ class MAD(BaseEstimator):
         With ``training="all_rows"``: the number of entities and the entity of each row of each view.
     converged_ : bool
         Whether the model's optimiser reached its tolerance (a ConvergenceWarning says when not).
-    latent_prior_ : {"graph", "standard_normal"}
-        The p(X) the fitted model used (see ``latent_prior``).
+    latent_prior_ : {"graph", "standard_normal"} or StochasticMRD's ``latent_prior``
+        The p(X) the fitted model used (see ``latent_prior``; with ``engine="svi"`` and another
+        ``latent_prior`` in ``svi_options``, that one).
     switched_off_views_ : list of str
         Views whose every ARD relevance is ~0 (warned: their rows carry no latent information).
     anchors_ : int array (G, V)
@@ -435,12 +436,15 @@ class MAD(BaseEstimator):
         self.relevance_ = relevance
         self.shared_threshold_ = threshold
         self.converged_ = bool(getattr(self.model_, "converged_", True))
-        used = getattr(self.model_, "latent_prior", None)  # StochasticMRD's parameter (svi_options may set it)
-        if self.engine == "svi":
-            graph = type(used).__name__ == "GraphLaplacianPrior"
+        if self.engine == "svi":  # StochasticMRD's own parameter, which svi_options may have set
+            from .gp.priors import GraphLaplacianPrior
+
+            used = self.model_.latent_prior
+            self.latent_prior_ = ("graph" if isinstance(used, GraphLaplacianPrior) else
+                                  "standard_normal" if isinstance(used, str) and used == "normal" else used)
         else:
             graph = self.training == "all_rows" and self.latent_prior == "graph" and float(self.graph_strength) > 0
-        self.latent_prior_ = "graph" if graph else "standard_normal"
+            self.latent_prior_ = "graph" if graph else "standard_normal"
         self.shared_dims_ = {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
@@ -684,10 +688,10 @@ class MAD(BaseEstimator):
         candidates = self._bootstrap_candidates(problem, n_bootstrap, bootstrap, reflections)
         truth = _truth_pairs(problem, a, b)
         records, best = [], None
-        for k, (signs, pairs, scores) in enumerate(candidates):
+        for k, (signs, pairs, scores, n_mutual) in enumerate(candidates):
             correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
             self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
-            self.bootstrap_ = {"method": bootstrap, "pairs": pairs, "correct": correct}
+            self.bootstrap_ = {"method": bootstrap, "n_mutual_pairs": n_mutual, "pairs": pairs, "correct": correct}
             # their scores (n T_ij or exp(-dist / delta^2)) stand in for probabilities (not calibrated)
             self._discover(a, b, pairs[:, 0], pairs[:, 1], np.clip(scores, 0.0, 1.0), np.zeros(len(pairs)), 0)
             with warnings.catch_warnings(record=True) as caught:
@@ -708,8 +712,9 @@ class MAD(BaseEstimator):
     def _bootstrap_candidates(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str,
                               reflections: int | None) -> list:
         """Unsupervised starting anchors: per candidate (one per reflection start of Gromov-Wasserstein,
-        or the single local-pattern one) ``(signs, pairs (k, 2), scores (k,))``, its ``n_bootstrap``
-        highest-scored mutual pairs of :func:`bayesalign.bootstrap.unsupervised_pairs`."""
+        or the single local-pattern one) ``(signs, pairs (k, 2), scores (k,), mutual pairs found)``, its
+        ``n_bootstrap`` highest-scored mutual pairs of :func:`bayesalign.bootstrap.unsupervised_pairs`
+        (which, like the start, reads a missing entry as its column's mean)."""
         from .bootstrap import reflection_starts, unsupervised_pairs
 
         a, b = problem.views.names
@@ -723,7 +728,8 @@ class MAD(BaseEstimator):
         if reflections and self.training == "anchors":
             raise ValueError("bootstrap_reflections > 0 needs training='all_rows': the candidates are compared by "
                              "their bounds, and the anchors-only bound covers different rows for each")
-        Ya, Yb = problem.views[a], problem.views[b]
+        views = _mean_filled(problem.views) if any(problem.views.n_missing.values()) else problem.views
+        Ya, Yb = views[a], views[b]
         starts = [((), None)]
         if bootstrap == "gromov_wasserstein" and reflections > 0:
             starts = reflection_starts(Ya, Yb, n_axes=int(reflections))
@@ -733,7 +739,8 @@ class MAD(BaseEstimator):
             order = np.argsort(-weights, kind="stable")[:k]
             found.append(int(order.size))
             if order.size >= MIN_ANCHORS:
-                candidates.append((tuple(int(x) for x in signs), pairs_all[order].astype(np.int64), weights[order]))
+                candidates.append((tuple(int(x) for x in signs), pairs_all[order].astype(np.int64), weights[order],
+                                   int(len(pairs_all))))
         if not candidates:
             raise ValueError(f"the unsupervised bootstrap found at most {max(found)} mutual pairs; MAD needs at least "
                              f"{MIN_ANCHORS}: give a few anchors")
