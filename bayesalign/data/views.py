@@ -21,9 +21,9 @@ def check_view(data, name: str = "view", *, min_rows: int = 1, allow_missing: bo
 
     With ``allow_missing=True`` a NaN is a missing entry (a pandas ``NA`` too) and is kept; inf is
     still refused, and so is a column with no observed entry (a row with none is a row the view does
-not observe: it adds nothing to that view's likelihood). Only
-    the models that leave missing entries out of their likelihood accept such views
-    (:class:`~bayesalign.gp.StochasticMRD`, ``MAD(engine="svi")``).
+    not observe: it adds nothing to that view's likelihood). Only the models that leave missing
+    entries out of their likelihood accept such views (:class:`~bayesalign.gp.StochasticMRD`,
+    ``MAD(engine="svi")``).
 
     Raises
     ------
