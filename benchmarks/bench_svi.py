@@ -21,7 +21,8 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   views concatenated, one batch GP per output) and Pyro's GPLVM (``pyro.contrib.gp.models.GPLVM`` over a
   ``VariationalSparseGP``, full batch: one step is one epoch). ``--epochs`` epochs each, each model in its
   own process under an address-space limit of ``--memory-limit-gb`` (default 4 GB): one that needs more
-  fails with a MemoryError, reported as such.
+  fails with a MemoryError, reported as such. ``--scale-one ours`` runs only this engine in this process
+  and prints its ELBO per epoch (the noise held for ``--warmup-epochs``, default 2).
 
 --missing 0.2: ``MAD(engine="svi")`` on MAD's toy (N=100, 20 anchors) with both views Gaussian, complete against
   20% of the entries of each view set to NaN at random (``Views(..., allow_missing=True)``: left out of the
@@ -29,8 +30,10 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   optimiser, ``--init pca`` for StochasticMRD's PCA start instead of MAD's joint-Laplacian one).
 
 Run:  python benchmarks/bench_svi.py --agreement
-      python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2]
+      python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2] [--init pca]
+      python benchmarks/bench_svi.py --missing 0.2 --optimizer lbfgs --init pca --seeds 0 1 2 3 4
       python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
+      python benchmarks/bench_svi.py --scale-one ours --epochs 40 --threads 2
 """
 
 from __future__ import annotations
