@@ -33,7 +33,7 @@ Run:  python benchmarks/bench_svi.py --agreement
       python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2] [--init pca]
       python benchmarks/bench_svi.py --missing 0.2 --optimizer lbfgs --init pca --seeds 0 1 2 3 4
       python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
-      python benchmarks/bench_svi.py --scale-one ours --epochs 40 --threads 2
+      python benchmarks/bench_svi.py --scale-one ours --epochs 40 --threads 2 [--dtype float64]
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def scale_one(which, args):
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     N, D, Q, M, B = args.n, 50, 10, 128, args.batch_size
     views = _scale_data(N, D, Q)
-    dtype = torch.float32
+    dtype = getattr(torch, args.dtype)  # StochasticMRD only; the data and the other models are float32
     if which == "ours":
         from bayesalign.gp import StochasticMRD
 
@@ -331,6 +331,8 @@ def main():
     parser.add_argument("--ngd-lr", type=float, default=0.5)
     parser.add_argument("--warmup-epochs", type=int, default=2,
                         help="--scale: epochs with the noise held (StochasticMRD's warmup_epochs)")
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                        help="--scale-one ours: StochasticMRD's dtype")
     parser.add_argument("--memory-limit-gb", type=float, default=4.0)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--batch-size", type=int, default=2048)
