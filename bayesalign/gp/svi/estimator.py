@@ -194,9 +194,10 @@ class StochasticMRD(BaseEstimator):
     converged_ : bool
         Whether the convergence test passed before ``max_epochs`` (a ConvergenceWarning otherwise).
     natural_gradient_lr_ : float or None
-        The natural-gradient step size at the end of the Adam path: ``natural_gradient_lr`` unless a step
-        broke q(u)'s positive definiteness (float32 round-off), which undoes that step and halves the
-        size (``natural_gradient_halvings_`` times, a RuntimeWarning each time).
+        The natural-gradient step size at the end of the fit (1 with ``optimizer="lbfgs"``, None without
+        natural gradients): ``natural_gradient_lr`` unless a step broke q(u)'s positive definiteness
+        (float32 round-off), which undoes that step and halves the size (``natural_gradient_halvings_``
+        times, a RuntimeWarning each time).
     latent_mean_, latent_variance_ : arrays [N, Q]
         q(X) per entity.
     relevance_ : dict view -> array [Q]
@@ -589,6 +590,7 @@ class StochasticMRD(BaseEstimator):
             ngd.step()
         for p in model.parameters():
             p.grad = None
+        self.natural_gradient_lr_, self.natural_gradient_halvings_ = 1.0, 0  # q(u) set to its optimum, never halved
         self.elbo_history_ = np.asarray(history)
         self.n_epochs_ = len(history)
         self.converged_ = converged
