@@ -46,8 +46,8 @@ from .matching import (
     mutual_nearest,
     pair_costs,
     posterior_temperature,
+    sinkhorn_probabilities,
 )
-from .matching import sinkhorn_marginals as _sinkhorn_marginals
 from .metrics import evaluate
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
@@ -882,11 +882,11 @@ class MAD(BaseEstimator):
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
         rows_a, rows_b, C = self.cost_matrix(a, b, cost)  # [n_a, n_b]
-        _, _, va, _, _, vb, _ = self._candidates(a, b)
+        _, ma, va, _, mb, vb, _ = self._candidates(a, b)
         if temperature is None and self.temperature is not None:
             temperature = self.temperature
         T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
-        return rows_a, rows_b, _sinkhorn_marginals(C, T, cost_limit)[0]
+        return rows_a, rows_b, sinkhorn_probabilities(C, T, cost_limit, ma, mb)
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
               n_samples: int = 100, temperature: float | None = None, order=None, seed=None,

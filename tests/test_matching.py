@@ -544,3 +544,40 @@ def test_dense_sinkhorn_stabilised_equals_log_domain():
         reference = ot.bregman.sinkhorn_log(np.ones(30), np.ones(30), C, 5.0, numItermax=40000, stopThr=1e-11)
     assert result.converged and result.error <= 1e-4
     np.testing.assert_allclose(result.marginals, reference, atol=2e-4)
+
+
+@pytest.mark.parametrize("cost_limit", [None, 4.0])
+@pytest.mark.parametrize("shape", [(60, 60), (50, 70)])
+def test_sparse_sinkhorn_completed_candidates_equal_the_dense_marginals(shape, cost_limit):
+    # kNN candidates alone: every row must put its mass on its few candidates, so at a temperature where
+    # the mass spreads beyond them the probabilities are too confident; with ``costs`` the left-out pairs
+    # that carry mass join until no row or column leaves out more than tol, and the marginals are those
+    # of the full problem (dense POT at the same temperature) to that tolerance
+    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(shape[0], 2)), rng.normal(size=(shape[1], 2))
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    ei, ej = knn_edges(a, b, 3)
+    dense, err_dense = m.sinkhorn_marginals(cost, 0.5, cost_limit, tol=1e-9, n_iter=20000)
+    truncated, _ = m.sparse_sinkhorn(ei, ej, cost[ei, ej], 0.5, shape, cost_limit, tol=1e-9, n_iter=20000)
+    completed, err = m.sparse_sinkhorn(ei, ej, cost[ei, ej], 0.5, shape, cost_limit, tol=1e-6, n_iter=20000,
+                                       costs=_MatrixCosts(cost))
+    assert err_dense < 1e-8 and err <= 1e-6
+    assert np.abs(truncated.toarray() - dense).max() > 0.05  # the candidates alone are wrong here
+    assert completed.nnz > ei.size
+    # each entry is off by at most what its row leaves out plus the marginal error (both <= tol)
+    np.testing.assert_allclose(completed.toarray(), dense, atol=1e-5)
+
+
+def test_sparse_sinkhorn_completion_keeps_near_hard_problems_sparse():
+    # at a low temperature the candidates already hold the mass: nothing (or little) joins
+    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=(200, 3))
+    b = a[rng.permutation(200)] + 0.01 * rng.normal(size=a.shape)
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    ei, ej = knn_edges(a, b, 5)
+    P, err = m.sparse_sinkhorn(ei, ej, cost[ei, ej], 1e-3, cost.shape, costs=_MatrixCosts(cost))
+    assert err <= 1e-3 and P.nnz < 3 * ei.size

@@ -45,11 +45,12 @@ from .entropic import (
                     sinkhorn_marginals,
                     sparse_sinkhorn,
 )
-from .matcher import COSTS, MATCHERS, candidate_rows, match, nearest_cost_temperature, posterior_temperature
+from .matcher import (COSTS, MATCHERS, candidate_rows, match, nearest_cost_temperature, posterior_temperature,
+                      sinkhorn_probabilities)
 
 __all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "PerturbAndMapResult", "SinkhornResult",
            "assign", "candidate_rows", "gromov_wasserstein_coupling", "knn_edges", "likelihood_cost",
            "linear_assignment", "marginal_assignment", "match", "mean_distance_cost", "mutual_nearest",
            "myopic_assignment", "nearest_cost_temperature", "pair_costs", "pairwise_costs", "perturb_and_map",
-           "posterior_temperature", "sinkhorn", "sinkhorn_marginals", "sparse_assignment", "sparse_sinkhorn",
+           "posterior_temperature", "sinkhorn", "sinkhorn_marginals", "sinkhorn_probabilities", "sparse_assignment", "sparse_sinkhorn",
            "squared_distances"]

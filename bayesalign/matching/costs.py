@@ -366,6 +366,25 @@ class _MatrixCosts:
         return self.cost
 
 
+class _PosteriorCosts:
+    """The likelihood cost between two sets of Gaussian posteriors, in row blocks (``block`` only)."""
+
+    def __init__(self, mean_a, var_a, mean_b, var_b):
+        self.mean_a, self.var_a, self.mean_b, self.var_b = mean_a, var_a, mean_b, var_b
+        self.shape = (mean_a.shape[0], mean_b.shape[0])
+
+    def block(self, rows) -> np.ndarray:
+        return likelihood_cost(self.mean_a[rows], self.var_a[rows], self.mean_b, self.var_b)  # [r, n_b]
+
+
+def cost_source(kind: str, mean_a, var_a, mean_b, var_b):
+    """Row blocks of the ``kind`` ("mean" or "likelihood") costs, never the whole matrix at once."""
+    if kind == "mean":
+        return _PointCosts(np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64), "sqeuclidean")
+    return _PosteriorCosts(np.asarray(mean_a, np.float64), np.asarray(var_a, np.float64),
+                           np.asarray(mean_b, np.float64), np.asarray(var_b, np.float64))
+
+
 class _GraphCosts:
     """Costs known only on a candidate graph; every other pair is forbidden (nothing to certify)."""
 

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from .._utils import as_rng
 from ..data import Alignment
 from .assignment import DEFAULT_VIEWS, _make_alignment, _solve_dense, sparse_assignment
-from .costs import _check_cost, _check_limit
+from .costs import _BLOCK_ENTRIES, _check_cost, _check_limit
 
 __all__ = ["PerturbAndMapResult", "SinkhornResult", "gromov_wasserstein_coupling", "marginal_assignment",
            "perturb_and_map", "sinkhorn", "sinkhorn_marginals", "sparse_sinkhorn"]
@@ -201,55 +201,125 @@ class _Segments:
         return out
 
 
-def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):
-    """Log-domain Sinkhorn on the candidate pairs only: (csr marginals [n_a, n_b], marginal error).
+def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000,
+                   costs=None, max_rounds: int = 8):
+    r"""Log-domain Sinkhorn on candidate pairs: (csr marginals [n_a, n_b], marginal error).
 
     The sparse counterpart of :func:`sinkhorn` for candidate pairs (e.g. k nearest neighbours):
     the same problem, augmentation and epsilon scaling, with exp(-C/T) set to 0 outside the
     candidate pairs. Memory and time per sweep O(edges). Stops at ``tol`` (largest
     |column mass / target - 1|) or after ``n_iter`` sweeps in all; rows / columns above 1 are
     then scaled down, as in :func:`sinkhorn_marginals`. Our own: POT has no sparse Sinkhorn.
+
+    Leaving pairs out is not harmless: every row must put its unit mass on its candidates, so a
+    row whose candidates are few (an anti-hub, in nobody else's k nearest) gets confident
+    probabilities whatever T is. With ``costs`` (a source of cost rows, ``costs.block(rows) ->
+    [len(rows), n_b]``) the candidates are completed until the plan is that of the full problem:
+    after each solve, every left-out pair's mass under the final potentials,
+    :math:`\exp((f_i + g_j - C_{ij}) / T)`, is computed in row blocks (memory O(block * n_b), time
+    O(n_a n_b) per round), the pairs above ``tol / max(n_a, n_b)`` join the candidates, and Sinkhorn
+    resumes from the same potentials, until no row or column leaves more than ``tol`` of mass out
+    (or ``max_rounds``). The mass of left-out pairs only falls as candidates join (the potentials
+    fall), so the last check bounds what the returned marginals miss; the returned error is the
+    larger of the marginal error and that bound.
     """
     n_a, n_b = shape
     cost = np.asarray(cost, np.float64)  # [E]
     ei, ej = np.asarray(ei, np.int64), np.asarray(ej, np.int64)
-    row_mass, col_mass, slack_cost = _slack(n_a, n_b, cost_limit)
-    a, b = np.ones(n_a), np.ones(n_b)
-    if col_mass:  # slack column n_b
-        ei, ej = np.r_[ei, np.arange(n_a)], np.r_[ej, np.full(n_a, n_b)]
-        cost, b = np.r_[cost, np.full(n_a, slack_cost)], np.r_[b, col_mass]
-    if row_mass:  # slack row n_a (and the corner, at 0, when both)
-        corner = np.array([n_b] if col_mass else [], np.int64)
-        ei, ej = np.r_[ei, np.full(n_b + corner.size, n_a)], np.r_[ej, np.arange(n_b), corner]
-        cost, a = np.r_[cost, np.full(n_b, slack_cost), np.zeros(len(corner))], np.r_[a, row_mass]
-    log_a, log_b = np.log(a), np.log(b)
-    by_row, by_col = _Segments(ei, a.size), _Segments(ej, b.size)
-
-    def solve(temp, f, g, stage_tol, budget):
-        logk = cost / -temp  # [E]
-        alpha = np.zeros(a.size) if f is None else f / temp
-        beta = np.zeros(b.size) if g is None else g / temp
-        sweeps = 0
-        while sweeps < budget:
-            sweeps += 1
-            beta = log_b - by_col.logsumexp(logk + alpha[ei])
-            alpha = log_a - by_row.logsumexp(logk + beta[ej])
-            col = np.bincount(ej, np.exp(logk + alpha[ei] + beta[ej]), minlength=b.size)
-            if _column_error(col, b) <= stage_tol:
-                break
-        return temp * alpha, temp * beta, sweeps
-
+    temperature = float(temperature)
+    state = _SparseSinkhorn(n_a, n_b, cost_limit)
+    state.set_edges(ei, ej, cost)
     spread = float(cost.max() - cost.min()) if cost.size else 0.0
-    f, g, _ = _epsilon_scaling(spread, float(temperature), tol, int(n_iter), solve)
-    plan = np.exp(cost / -float(temperature) + (f[ei] + g[ej]) / float(temperature))  # [E]
-    error = _column_error(np.bincount(ej, plan, minlength=b.size), b)
-    keep = (ei < n_a) & (ej < n_b)
-    P = sp.csr_matrix((plan[keep], (ei[keep], ej[keep])), shape=(n_a, n_b))
+    f, g, _ = _epsilon_scaling(spread, temperature, tol, int(n_iter), state.solve)
+    left_out = 0.0
+    if costs is not None:
+        for _ in range(int(max_rounds)):
+            (ni, nj, nc), left_out = _left_out_pairs(costs, (n_a, n_b), state, f, g, temperature, tol)
+            if not ni.size:
+                break
+            ei, ej, cost = np.r_[ei, ni], np.r_[ej, nj], np.r_[cost, nc]
+            state.set_edges(ei, ej, cost)
+            f, g, _ = state.solve(temperature, f, g, tol, int(n_iter))
+    plan, error = state.plan(f, g, temperature)
+    keep = (state.ei < n_a) & (state.ej < n_b)
+    P = sp.csr_matrix((plan[keep], (state.ei[keep], state.ej[keep])), shape=(n_a, n_b))
     row_sum = np.asarray(P.sum(1)).ravel()
     P = sp.diags(1.0 / np.maximum(row_sum, 1.0)) @ P
     col_sum = np.asarray(P.sum(0)).ravel()
     P = sp.csr_matrix(P @ sp.diags(1.0 / np.maximum(col_sum, 1.0)))
-    return P, error
+    return P, max(error, left_out)
+
+
+class _SparseSinkhorn:
+    """The augmented sparse problem (slack row / column or dustbins) and its log-domain sweeps."""
+
+    def __init__(self, n_a: int, n_b: int, cost_limit):
+        self.n_a, self.n_b = n_a, n_b
+        self.row_mass, self.col_mass, self.slack_cost = _slack(n_a, n_b, cost_limit)
+        self.a = np.r_[np.ones(n_a), [self.row_mass] if self.row_mass else []]
+        self.b = np.r_[np.ones(n_b), [self.col_mass] if self.col_mass else []]
+        self.log_a, self.log_b = np.log(self.a), np.log(self.b)
+
+    def set_edges(self, ei, ej, cost):
+        """The real candidate pairs, augmented by the slack row / column (their edges to every point)."""
+        n_a, n_b = self.n_a, self.n_b
+        if self.col_mass:  # slack column n_b
+            ei, ej = np.r_[ei, np.arange(n_a)], np.r_[ej, np.full(n_a, n_b)]
+            cost = np.r_[cost, np.full(n_a, self.slack_cost)]
+        if self.row_mass:  # slack row n_a (and the corner, at 0, when both)
+            corner = np.array([n_b] if self.col_mass else [], np.int64)
+            ei, ej = np.r_[ei, np.full(n_b + corner.size, n_a)], np.r_[ej, np.arange(n_b), corner]
+            cost = np.r_[cost, np.full(n_b, self.slack_cost), np.zeros(len(corner))]
+        self.ei, self.ej, self.cost = ei, ej, cost
+        self.by_row, self.by_col = _Segments(ei, self.a.size), _Segments(ej, self.b.size)
+
+    def solve(self, temp, f, g, stage_tol, budget):
+        """Sweeps at temperature ``temp`` from potentials f, g (cost units; None: zero) until the
+        column error is below ``stage_tol`` or ``budget`` sweeps: (f, g, sweeps)."""
+        logk = self.cost / -temp  # [E]
+        alpha = np.zeros(self.a.size) if f is None else f / temp
+        beta = np.zeros(self.b.size) if g is None else g / temp
+        sweeps = 0
+        while sweeps < budget:
+            sweeps += 1
+            beta = self.log_b - self.by_col.logsumexp(logk + alpha[self.ei])
+            alpha = self.log_a - self.by_row.logsumexp(logk + beta[self.ej])
+            col = np.bincount(self.ej, np.exp(logk + alpha[self.ei] + beta[self.ej]), minlength=self.b.size)
+            if _column_error(col, self.b) <= stage_tol:
+                break
+        return temp * alpha, temp * beta, sweeps
+
+    def plan(self, f, g, temperature):
+        """The plan on the edges [E] and its column error."""
+        plan = np.exp((f[self.ei] + g[self.ej] - self.cost) / temperature)  # [E]
+        return plan, _column_error(np.bincount(self.ej, plan, minlength=self.b.size), self.b)
+
+
+def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
+    """Pairs outside the candidates whose mass exp((f_i + g_j - C_ij) / T) exceeds tol / max(n_a, n_b),
+    with their costs, and the largest mass a row or column leaves out; in row blocks of ``costs``."""
+    n_a, n_b = shape
+    real = (state.ei < n_a) & (state.ej < n_b)
+    taken = sp.csr_matrix((np.ones(int(real.sum()), bool), (state.ei[real], state.ej[real])), shape=shape)
+    threshold = tol / max(n_a, n_b)
+    chunk = max(1, _BLOCK_ENTRIES // max(n_b, 1))
+    new_i, new_j, new_c = [], [], []
+    row_out, col_out = np.zeros(n_a), np.zeros(n_b)
+    for start in range(0, n_a, chunk):
+        rows = np.arange(start, min(start + chunk, n_a))
+        block = costs.block(rows)  # [r, n_b]
+        with np.errstate(over="ignore"):
+            mass = np.exp((f[rows, None] + g[None, :n_b] - block) / temperature)  # [r, n_b]
+        mass[taken[rows].toarray()] = 0.0
+        row_out[rows] = mass.sum(1)
+        col_out += mass.sum(0)
+        li, lj = np.nonzero(mass > threshold)
+        new_i.append(rows[li]), new_j.append(lj), new_c.append(block[li, lj])
+    left_out = float(max(row_out.max(initial=0.0), col_out.max(initial=0.0)))
+    if left_out <= tol:
+        empty = np.zeros(0, np.int64)
+        return (empty, empty, np.zeros(0)), left_out
+    return (np.concatenate(new_i), np.concatenate(new_j), np.concatenate(new_c)), left_out
 
 
 def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):

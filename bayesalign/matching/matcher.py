@@ -16,10 +16,11 @@ from scipy.spatial import cKDTree
 
 from ..data import Alignment, AlignmentProblem, LatentEmbedding
 from .assignment import _has_full_matching, assign, linear_assignment, myopic_assignment, sparse_assignment
-from .costs import knn_edges, likelihood_cost, mean_distance_cost, pair_costs
+from .costs import _MatrixCosts, cost_source, knn_edges, likelihood_cost, mean_distance_cost, pair_costs
 from .entropic import marginal_assignment, perturb_and_map, sinkhorn_marginals, sparse_sinkhorn
 
-__all__ = ["COSTS", "MATCHERS", "candidate_rows", "match", "nearest_cost_temperature", "posterior_temperature"]
+__all__ = ["COSTS", "MATCHERS", "candidate_rows", "match", "nearest_cost_temperature", "posterior_temperature",
+           "sinkhorn_probabilities"]
 
 MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
 COSTS = ("likelihood", "mean")
@@ -30,6 +31,10 @@ SPARSE_ABOVE = 25_000_000
 #: on near-hard costs the dense iteration needs thousands of sweeps of the whole matrix.
 DENSE_SINKHORN_MAX = 250_000
 SINKHORN_NEIGHBORS = 10
+#: Up to this many pairs n_a * n_b the kNN Sinkhorn candidates are completed until the left-out mass is
+#: below the tolerance (an O(n_a n_b) scan per round, in row blocks); above it the mass beyond the k-th
+#: neighbour is neglected, which makes rows with few candidates overconfident.
+SINKHORN_CHECK_MAX = 400_000_000
 #: Largest marginal error for Sinkhorn marginals to be used as probabilities of a deterministic embedding.
 SINKHORN_TOLERANCE = 1e-3
 
@@ -110,8 +115,10 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         Candidate pairs only (each row's ``n_neighbors`` nearest rows, both directions, more where
         needed for every row to be matched): the Hungarian matching is then certified optimal for
         the mean cost (:func:`~bayesalign.matching.assign`) and optimal over the candidates for the
-        likelihood cost, and the probabilities are Sinkhorn marginals on the candidates (mass
-        beyond the k-th neighbour is neglected). Default: when n_a * n_b > ``SPARSE_ABOVE``.
+        likelihood cost, and the probabilities are Sinkhorn marginals started on the candidates and
+        completed with every pair whose mass under the potentials exceeds the tolerance
+        (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``; up to ``SINKHORN_CHECK_MAX``
+        pairs, beyond which the mass past the k-th neighbour is neglected). Default: when n_a * n_b > ``SPARSE_ABOVE``.
         ``"perturb"`` and ``"myopic"`` with the likelihood cost need the dense path.
     order : int array, optional
         Arrival order of the rows of b for ``"myopic"`` (positions in ``rows_b``).
@@ -224,23 +231,41 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
         P = sampled.frequencies.toarray()  # [n_a, n_b]
         info["probability"] = f"perturb-and-MAP frequency over {int(n_samples)} samples"
         info["_permutations"] = sampled.permutations
-    elif C.size <= DENSE_SINKHORN_MAX:
-        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
-        info["probability"] = "sinkhorn marginal"
-    else:  # dense Sinkhorn is too slow here (near-hard costs): kNN candidates
-        ei, ej = knn_edges(ma, mb, SINKHORN_NEIGHBORS)
-        if cost_limit is None:  # Sinkhorn's marginals need a matching of every row of the smaller view among
-            # the candidates: the optimal assignment's pairs are one (no search over k)
-            full = hard if matcher == "hungarian" else linear_assignment(C)
-            keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
-            ei, ej = keys // C.shape[1], keys % C.shape[1]
-        P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit)
-        P = P.toarray()  # [n_a, n_b]
-        info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's)"
+    else:
+        P = sinkhorn_probabilities(C, T, cost_limit, ma, mb, hard, info)  # [n_a, n_b]
     if hard is None:
         hard = _max_expected_matches(P, C, cost_limit)
     ia, ib = hard.index_a, hard.index_b
     return ia, ib, C[ia, ib], P[ia, ib]
+
+
+def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None) -> np.ndarray:
+    """Sinkhorn match marginals [n_a, n_b] of exp(-C / T) on a dense cost: the probabilities of every matcher.
+
+    Up to ``DENSE_SINKHORN_MAX`` pairs, dense Sinkhorn (:func:`~bayesalign.matching.sinkhorn_marginals`).
+    Above, Sinkhorn starts on the ``SINKHORN_NEIGHBORS`` nearest neighbours of every row (of the points
+    ``mean_a``, ``mean_b``; of the costs when they are not given) and the optimal assignment's pairs
+    (``hard``, computed when needed and not given: without ``cost_limit`` the candidates must admit a full
+    matching), and every pair that carries more than the tolerance joins
+    (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``): near-hard costs stay sparse, soft ones
+    become as dense as they need. ``info`` (a dict) receives ``sinkhorn_error`` and ``probability``.
+    """
+    info = {} if info is None else info
+    if C.size <= DENSE_SINKHORN_MAX:
+        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
+        info["probability"] = "sinkhorn marginal"
+        return P
+    source = _MatrixCosts(C)
+    ei, ej = knn_edges(mean_a, mean_b, SINKHORN_NEIGHBORS) if mean_a is not None else source.knn(SINKHORN_NEIGHBORS)
+    if cost_limit is None:  # Sinkhorn's marginals need a matching of every row of the smaller view among
+        # the candidates: the optimal assignment's pairs are one (no search over k)
+        full = hard if hard is not None else linear_assignment(C)
+        keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
+        ei, ej = keys // C.shape[1], keys % C.shape[1]
+    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, costs=source)
+    info["probability"] = (f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's), "
+                           f"completed to {P.nnz} pairs until no row leaves out more than the tolerance")
+    return P.toarray()
 
 
 def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
@@ -251,8 +276,12 @@ def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
     shape = (ma.shape[0], mb.shape[0])
     ei, ej, k = _candidate_pairs(ma, mb, k, shape, cost_limit)
     ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
-    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit)  # csr [n_a, n_b]
-    info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs"
+    check = shape[0] * shape[1] <= SINKHORN_CHECK_MAX
+    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit,  # csr [n_a, n_b]
+                                                costs=cost_source(cost, ma, va, mb, vb) if check else None)
+    info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs" + (
+        f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
+        f" (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
     if matcher == "hungarian" and cost == "mean":
         hard = assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
         info["certified"] = hard.info.get("certified")
