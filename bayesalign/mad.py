@@ -32,6 +32,7 @@ import time
 import warnings
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 
 from ._utils import as_rng
@@ -55,12 +56,19 @@ __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate
 
 #: MRD needs a few paired rows to estimate a latent space and its relevance weights.
 MIN_ANCHORS = 3
+#: Fewest anchor pairs ``MAD.calibrate_temperature`` fits a temperature on.
+MIN_CALIBRATION_PAIRS = 10
 #: What MRD learns from: the anchors only (the paper, section 3.1) or every row (a partially observed MRD).
 TRAININGS = ("anchors", "all_rows")
 #: p(X) of the all-rows model: a graph (GMRF) prior over the views' neighbourhoods, or N(0, I).
 LATENT_PRIORS = ("graph", "standard_normal")
 #: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
 ENGINES = ("collapsed", "svi")
+
+
+def _costs(cost: str, ma, va, mb, vb) -> np.ndarray:
+    """Dense [n_a, n_b] costs of kind ``cost`` ("mean" or "likelihood") between two sets of posteriors."""
+    return mean_distance_cost(ma, mb) if cost == "mean" else likelihood_cost(ma, va, mb, vb)
 
 
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
@@ -168,11 +176,16 @@ class MAD(BaseEstimator):
         fraction of the largest relevance in *both* views (MRD's ``shared_dims`` rule).
     cost : {"likelihood", "mean"}
         Default cost of :meth:`align`.
-    temperature : float, optional
-        T of the probabilities ``exp(-cost / T)``. Default: 1 for the likelihood cost (the
+    temperature : float or "anchors", optional
+        T of the probabilities ``exp(-cost / T)``. None: 1 for the likelihood cost (the
         Gibbs distribution of the permutation posterior); for the mean cost 2 (s_a + s_b),
         with s_a, s_b the average posterior variances in the shared dimensions, which makes
         exp(-D**/T) the likelihood of the same model with every variance equal to its mean.
+        The posterior variances measure how well each view pins its own rows down, not how far
+        apart the two views put the same point, so these probabilities are overconfident
+        wherever the views' latent spaces disagree. ``"anchors"``: T fitted on the anchor pairs
+        (:meth:`calibrate_temperature`, temperature scaling on the anchors re-inferred view by
+        view).
     infer_max_iter : int
         Bound evaluations of ``MRD.infer`` for the unaligned rows (the main cost at large N*).
     seed : int, optional
@@ -237,6 +250,10 @@ class MAD(BaseEstimator):
     discovered_ : dict (a, b) -> dict of arrays
         Pairs added by the zero-anchor bootstrap and by self-training (``index_a``,
         ``index_b``, ``probability``, ``cost``, ``round``); :meth:`align` reports them too.
+    calibration_ : dict (a, b, cost) -> dict
+        Temperatures fitted on the anchors by :meth:`calibrate_temperature` (with
+        ``temperature="anchors"``, at the first :meth:`align`): ``temperature``, ``pairs``,
+        ``objective``, ``objective_at_posterior_temperature``, ``posterior_temperature``, ``fallback``.
     timings_ : dict
         Seconds of the last MRD fit (``fit_seconds``) and of the inference of every view's
         unaligned rows (``infer_seconds``).
@@ -290,7 +307,10 @@ class MAD(BaseEstimator):
         if not 0 <= float(self.shared_threshold) < 1:
             raise ValueError(f"shared_threshold is relative to a view's largest relevance; it must be in [0, 1), "
                              f"got {self.shared_threshold!r}")
-        if self.temperature is not None and not float(self.temperature) > 0:
+        if isinstance(self.temperature, str):
+            if self.temperature != "anchors":
+                raise ValueError(f"temperature must be a positive number, None or 'anchors', got {self.temperature!r}")
+        elif self.temperature is not None and not float(self.temperature) > 0:
             raise ValueError(f"temperature must be positive, got {self.temperature!r}")
         for name in ("latent_dim", "num_inducing", "infer_max_iter"):
             value = getattr(self, name)
@@ -454,6 +474,7 @@ class MAD(BaseEstimator):
         self.embedding_ = self._embedding(problem)
         self.timings_["total_seconds"] = time.perf_counter() - start
         self._stream = {}
+        self.calibration_ = {}
 
     def _fit_anchors_only(self, problem: AlignmentProblem) -> None:
         """The paper's procedure: MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v
@@ -856,6 +877,83 @@ class MAD(BaseEstimator):
         return (rows_a[keep_a], mean_a[keep_a][:, dims], var_a[keep_a][:, dims],
                 rows_b[keep_b], mean_b[keep_b][:, dims], var_b[keep_b][:, dims], dims)
 
+    def _temperature(self, a, b, cost, temperature):
+        """The temperature a call uses: the given one, else the estimator's (``"anchors"``: fitted)."""
+        if temperature is None:
+            temperature = self.temperature
+        if isinstance(temperature, str):
+            if temperature != "anchors":
+                raise ValueError(f"temperature must be a positive number, None or 'anchors', got {temperature!r}")
+            temperature = self.calibrate_temperature(a, b, cost)
+        return temperature
+
+    def calibrate_temperature(self, a=None, b=None, cost: str | None = None) -> float:
+        r"""T of the match probabilities, fitted on the anchor pairs (temperature scaling; Guo et al. 2017).
+
+        The posterior variances say how well a view pins down its own rows' latent points, not
+        how far apart the two views put the same point, so exp(-cost) can be far too confident
+        where their latent spaces disagree (or too timid where they agree). The anchors measure
+        that: each anchor pair (i, t) is inferred again view by view, q_a(x_i) from y_i of a
+        alone and q_b(x_t) from y_t of b alone (``MRD.infer``, the fitted model fixed), as if
+        unaligned, and joins the unaligned rows. T minimises the negative log of the match
+        probabilities MAD reports (the Sinkhorn marginals P_T of exp(-C / T) over the unaligned
+        rows and the re-inferred anchors, :func:`~bayesalign.matching.sinkhorn_probabilities`)
+        of the true anchor pairs:
+
+        .. math:: T^\ast = \arg\min_T \; -\sum_{(i,t)\,\in\,\text{anchors}} \log P_T[i, t]
+
+        a bounded scalar search over log T from a tenth of the posterior temperature to 10^4
+        times it. The anchors shaped the mappings they are re-inferred under, so their two views
+        agree better than an unaligned pair's do: T* errs on the confident side. Fewer than
+        ``MIN_CALIBRATION_PAIRS`` anchor pairs: a RuntimeWarning and the posterior temperature.
+        The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
+        objective at T* and at the posterior temperature).
+        """
+        self._check_fitted()
+        a, b = self._pair(a, b)
+        cost = self.cost if cost is None else cost
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        key = (a, b, cost)
+        if key in self.calibration_:
+            return self.calibration_[key]["temperature"]
+        _, ma, va, _, mb, vb, dims = self._candidates(a, b)
+        default = posterior_temperature(cost, va, vb)
+        anchors = self.problem_.anchors_between(a, b)
+        record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default}
+        if len(anchors) < MIN_CALIBRATION_PAIRS:
+            warnings.warn(f"views {a!r} and {b!r} have {len(anchors)} anchor pairs, fewer than "
+                          f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}, to fit the temperature on; the "
+                          f"probabilities use the posterior temperature {default:.3g}", RuntimeWarning, stacklevel=3)
+            self.calibration_[key] = {**record, "temperature": default, "fallback": True}
+            return default
+        views = self._views(self.problem_)
+        xa = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(a, views[a][anchors.index_a])]
+        xb = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(b, views[b][anchors.index_b])]
+        n = len(anchors)
+        pool_a = (np.vstack([ma, xa[0]]), np.vstack([va, xa[1]]))  # unaligned rows of a, then the anchors
+        pool_b = (np.vstack([mb, xb[0]]), np.vstack([vb, xb[1]]))
+        C = _costs(cost, pool_a[0], pool_a[1], pool_b[0], pool_b[1])  # [n_a + n, n_b + n]
+        true_a, true_b = ma.shape[0] + np.arange(n), mb.shape[0] + np.arange(n)
+
+        def objective(log_t: float) -> float:
+            P = sinkhorn_probabilities(C, float(np.exp(log_t)), None, pool_a[0], pool_b[0])
+            return -float(np.log(np.maximum(P[true_a, true_b], np.finfo(float).tiny)).sum())
+
+        centre = np.log(default)
+        found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
+                                method="bounded", options={"xatol": 1e-2})
+        T = float(np.exp(found.x))
+        self.calibration_[key] = {**record, "temperature": T, "fallback": False,
+                                  "objective": float(found.fun), "objective_at_posterior_temperature": objective(centre)}
+        return T
+
+    def _infer_rows(self, view, Y):
+        """q(x) [n, Q] (means, variances) of rows seen in ``view`` only, under the fitted model."""
+        if self.engine == "svi":
+            return self.model_.infer(view, Y)
+        return self.model_.infer(view, Y, max_iter=int(self.infer_max_iter))
+
     def cost_matrix(self, a=None, b=None, cost: str | None = None):
         """(rows_a, rows_b, C): the cost between the unaligned rows of a and b, in their shared dimensions.
 
@@ -867,8 +965,7 @@ class MAD(BaseEstimator):
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
         rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
-        C = mean_distance_cost(ma, mb) if cost == "mean" else likelihood_cost(ma, va, mb, vb)
-        return rows_a, rows_b, C
+        return rows_a, rows_b, _costs(cost, ma, va, mb, vb)
 
     def match_probabilities(self, a=None, b=None, cost: str | None = None, cost_limit=None,
                             temperature: float | None = None):
@@ -883,8 +980,7 @@ class MAD(BaseEstimator):
         cost = self.cost if cost is None else cost
         rows_a, rows_b, C = self.cost_matrix(a, b, cost)  # [n_a, n_b]
         _, ma, va, _, mb, vb, _ = self._candidates(a, b)
-        if temperature is None and self.temperature is not None:
-            temperature = self.temperature
+        temperature = self._temperature(a, b, cost, temperature)
         T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
         return rows_a, rows_b, sinkhorn_probabilities(C, T, cost_limit, ma, mb)
 
@@ -930,13 +1026,14 @@ class MAD(BaseEstimator):
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
         rows_a, _, _, rows_b, _, _, dims = self._candidates(a, b)
-        if temperature is None:
-            temperature = self.temperature
+        temperature = self._temperature(a, b, cost, temperature)
         al = match(self.embedding_, self.problem_, a, b, matcher=matcher, cost=cost, cost_limit=cost_limit,
                    temperature=temperature, dims=dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
                    n_neighbors=n_neighbors, order=order, n_samples=n_samples,
                    seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}")
         info = {"shared_dims": dims.tolist(), "shared_threshold": self.shared_threshold_, **al.info}
+        if (a, b, cost) in self.calibration_ and al.info.get("temperature_from") == "given":
+            info["temperature_from"] = f"fitted on {self.calibration_[(a, b, cost)]['pairs']} anchor pairs"
         index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities
         cand_a, cand_b = rows_a, rows_b
         found = self.discovered_.get((a, b))

@@ -167,4 +167,5 @@ def _read(path, device):
                                        shared_dims=np.asarray(meta["embedding_shared_dims"], dtype=np.int64),
                                        method="mad")
     model._stream = {}
+    model.calibration_ = {}
     return model

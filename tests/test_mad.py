@@ -397,3 +397,50 @@ def test_reflections_are_refused_where_bounds_would_compare_different_rows():
         MAD(latent_dim=2, num_inducing=5, training="anchors", progress=False).fit(problem, bootstrap_reflections=2)
     with pytest.raises(ValueError, match="bootstrap_reflections must be an int >= 0"):
         MAD(latent_dim=2, num_inducing=5, progress=False).fit(problem, bootstrap_reflections=-1)
+
+
+def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probability(toy):
+    # brute force: the anchors re-inferred view by view join the unaligned rows; the objective is minus the log
+    # Sinkhorn marginal of the true anchor pairs; T* must beat every temperature of a grid over the search range
+    from bayesalign.matching import likelihood_cost, sinkhorn_probabilities
+
+    problem, mad, _ = toy
+    T = mad.calibrate_temperature()
+    record = mad.calibration_[("Y1", "Y2", "likelihood")]
+    assert record["pairs"] == 10 and not record["fallback"] and record["temperature"] == T
+    rows_a, rows_b, _ = mad.cost_matrix()
+    dims = mad.shared_dims("Y1", "Y2")
+    emb, anchors = mad.embedding_, problem.anchors_between("Y1", "Y2")
+    qa = [np.asarray(z)[:, dims] for z in mad.model_.infer("Y1", problem.views["Y1"][anchors.index_a])]
+    qb = [np.asarray(z)[:, dims] for z in mad.model_.infer("Y2", problem.views["Y2"][anchors.index_b])]
+    ma, va = np.vstack([emb.means["Y1"][rows_a][:, dims], qa[0]]), np.vstack([emb.variances["Y1"][rows_a][:, dims], qa[1]])
+    mb, vb = np.vstack([emb.means["Y2"][rows_b][:, dims], qb[0]]), np.vstack([emb.variances["Y2"][rows_b][:, dims], qb[1]])
+    C = likelihood_cost(ma, va, mb, vb)
+    true_a, true_b = rows_a.size + np.arange(10), rows_b.size + np.arange(10)
+
+    def objective(t):
+        return -np.log(sinkhorn_probabilities(C, t)[true_a, true_b]).sum()
+
+    grid = np.exp(np.linspace(np.log(0.1), np.log(1e4), 41))
+    best = min(objective(t) for t in grid)
+    # the bounded search stops at 1% of log T; a grid point can fall between its last brackets
+    assert objective(T) <= best + 1e-2 * abs(best) + 1e-6
+    assert record["objective"] == pytest.approx(objective(T), rel=1e-6)
+    assert record["objective"] <= record["objective_at_posterior_temperature"] + 1e-9
+    al = mad.align(temperature="anchors")
+    assert al.info["temperature"] == T and "anchor pairs" in al.info["temperature_from"]
+    assert mad.temperature is None  # the estimator's own setting is untouched
+
+
+def test_temperature_from_too_few_anchors_falls_back_with_a_warning():
+    from bayesalign.datasets import mad_toy
+    from bayesalign.mad import MAD
+
+    problem = mad_toy("linear_shared", seed=1, n_anchors=5)
+    mad = MAD(latent_dim=2, num_inducing=5, seed=0, training="anchors", temperature="anchors",
+              mrd_options=dict(max_iter=30, warmup_iters=10)).fit(problem)
+    with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS"):
+        al = mad.align()
+    assert al.info["temperature"] == 1.0 and mad.calibration_[("Y1", "Y2", "likelihood")]["fallback"]
+    with pytest.raises(ValueError, match="'anchors'"):
+        MAD(temperature="calibrated").fit(problem)
