@@ -942,7 +942,7 @@ class MAD(BaseEstimator):
 
         centre = np.log(default)
         found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
-                                method="bounded", options={"xatol": 1e-2})
+                                method="bounded", options={"xatol": 0.05})
         T = float(np.exp(found.x))
         self.calibration_[key] = {**record, "temperature": T, "fallback": False,
                                   "objective": float(found.fun), "objective_at_posterior_temperature": objective(centre)}

@@ -423,7 +423,7 @@ def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probabil
 
     grid = np.exp(np.linspace(np.log(0.1), np.log(1e4), 41))
     best = min(objective(t) for t in grid)
-    # the bounded search stops at 1% of log T; a grid point can fall between its last brackets
+    # the bounded search stops within 0.05 of log T (5% of T); the objective is flat there to well under 1%
     assert objective(T) <= best + 1e-2 * abs(best) + 1e-6
     assert record["objective"] == pytest.approx(objective(T), rel=1e-6)
     assert record["objective"] <= record["objective_at_posterior_temperature"] + 1e-9
