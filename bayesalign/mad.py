@@ -1032,8 +1032,9 @@ class MAD(BaseEstimator):
                    n_neighbors=n_neighbors, order=order, n_samples=n_samples,
                    seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}")
         info = {"shared_dims": dims.tolist(), "shared_threshold": self.shared_threshold_, **al.info}
-        if (a, b, cost) in self.calibration_ and al.info.get("temperature_from") == "given":
-            info["temperature_from"] = f"fitted on {self.calibration_[(a, b, cost)]['pairs']} anchor pairs"
+        fitted = self.calibration_.get((a, b, cost))
+        if fitted is not None and not fitted["fallback"] and temperature == fitted["temperature"]:
+            info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"
         index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities
         cand_a, cand_b = rows_a, rows_b
         found = self.discovered_.get((a, b))
