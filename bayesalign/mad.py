@@ -49,6 +49,7 @@ from .matching import (
     posterior_temperature,
     sinkhorn_probabilities,
 )
+from .matching.matcher import _cost_matrix
 from .metrics import evaluate
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
@@ -64,11 +65,6 @@ TRAININGS = ("anchors", "all_rows")
 LATENT_PRIORS = ("graph", "standard_normal")
 #: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
 ENGINES = ("collapsed", "svi")
-
-
-def _costs(cost: str, ma, va, mb, vb) -> np.ndarray:
-    """Dense [n_a, n_b] costs of kind ``cost`` ("mean" or "likelihood") between two sets of posteriors."""
-    return mean_distance_cost(ma, mb) if cost == "mean" else likelihood_cost(ma, va, mb, vb)
 
 
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
@@ -933,7 +929,7 @@ class MAD(BaseEstimator):
         n = len(anchors)
         pool_a = (np.vstack([ma, xa[0]]), np.vstack([va, xa[1]]))  # unaligned rows of a, then the anchors
         pool_b = (np.vstack([mb, xb[0]]), np.vstack([vb, xb[1]]))
-        C = _costs(cost, pool_a[0], pool_a[1], pool_b[0], pool_b[1])  # [n_a + n, n_b + n]
+        C = _cost_matrix(cost, pool_a[0], pool_a[1], pool_b[0], pool_b[1])  # [n_a + n, n_b + n]
         true_a, true_b = ma.shape[0] + np.arange(n), mb.shape[0] + np.arange(n)
 
         def objective(log_t: float) -> float:
@@ -965,7 +961,7 @@ class MAD(BaseEstimator):
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
         rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
-        return rows_a, rows_b, _costs(cost, ma, va, mb, vb)
+        return rows_a, rows_b, _cost_matrix(cost, ma, va, mb, vb)
 
     def match_probabilities(self, a=None, b=None, cost: str | None = None, cost_limit=None,
                             temperature: float | None = None):

@@ -118,7 +118,8 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         likelihood cost, and the probabilities are Sinkhorn marginals started on the candidates and
         completed with every pair whose mass under the potentials exceeds the tolerance
         (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``; up to ``SINKHORN_CHECK_MAX``
-        pairs, beyond which the mass past the k-th neighbour is neglected). Default: when n_a * n_b > ``SPARSE_ABOVE``.
+        pairs, beyond which the mass past the k-th neighbour is neglected).
+        Default: when n_a * n_b > ``SPARSE_ABOVE``.
         ``"perturb"`` and ``"myopic"`` with the likelihood cost need the dense path.
     order : int array, optional
         Arrival order of the rows of b for ``"myopic"`` (positions in ``rows_b``).
