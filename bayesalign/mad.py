@@ -86,6 +86,28 @@ def _truth_pairs(problem: AlignmentProblem, a: str, b: str) -> set[tuple[int, in
 
 
 
+def _top_k_per_row(P, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, columns, values) of the k largest positive entries of every row of a CSR matrix."""
+    heads, tails, values = [], [], []
+    for i in range(P.shape[0]):
+        lo, hi = P.indptr[i], P.indptr[i + 1]
+        data = P.data[lo:hi]
+        top = np.argsort(-data, kind="stable")[:k]
+        top = top[data[top] > 0]
+        heads.append(np.full(top.size, i))
+        tails.append(P.indices[lo:hi][top])
+        values.append(data[top])
+    return (np.concatenate(heads).astype(np.int64), np.concatenate(tails).astype(np.int64),
+            np.concatenate(values))
+
+
+def _pairs_accuracy(pairs, truth) -> float | None:
+    """Fraction of the pairs that are true (None without truth or pairs)."""
+    if truth is None or not pairs:
+        return None
+    return sum(pair in truth for pair in pairs) / len(pairs)
+
+
 def _anchor_init(train, latent_dim: int, seed):
     """Initial q(X) means of the anchors when PCA cannot give ``latent_dim`` components, else None.
 
@@ -214,6 +236,14 @@ class MAD(BaseEstimator):
         (``training="all_rows"`` only; ``svi_options`` are keywords of ``StochasticMRD``).
     svi_options : dict, optional
         Keywords of :class:`bayesalign.gp.StochasticMRD` (e.g. ``max_epochs``, ``likelihood``).
+    correspondence_rounds : int
+        Rounds of soft correspondence after the fit (``training="all_rows"``, given anchors):
+        each joins every unaligned row to its most probable partners in the other views by
+        graph-prior edges weighted by the match probabilities, refits, refits again under the
+        model's own prior, and is kept only if that raises the model's bound (see
+        :meth:`_refine_correspondences`). Each round costs two fits. 0: off.
+    correspondence_neighbors : int
+        Partners per row (each way) that a round joins it to.
 
     Attributes
     ----------
@@ -253,6 +283,11 @@ class MAD(BaseEstimator):
     timings_ : dict
         Seconds of the last MRD fit (``fit_seconds``) and of the inference of every view's
         unaligned rows (``infer_seconds``).
+    correspondence_history_ : list of dict
+        With ``correspondence_rounds``: per round (0 is the first fit) ``round``, ``guided_elbo``
+        (the bound with the soft correspondences in the prior), ``elbo`` (the model's own bound
+        after the polish), ``changed`` (fraction of the first two views' Hungarian pairs that
+        changed), ``accuracy`` (of those pairs; None without truth), ``kept``.
     self_training_history_ : list of dict
         Per round: ``round``, ``n_anchors`` (training rows), ``added``, ``correct`` (how many
         added pairs are true; None without truth), ``accuracy`` (of the whole alignment at the
@@ -272,7 +307,8 @@ class MAD(BaseEstimator):
                  cost: str = "likelihood", temperature: float | None = None, infer_max_iter: int = 500, seed=None,
                  device=None, progress: bool = False, mrd_options: dict | None = None, training: str = "all_rows",
                  standardize: bool = False, latent_prior: str = "graph", graph_strength: float = 10.0,
-                 n_neighbors: int = 10, engine: str = "collapsed", svi_options: dict | None = None, **mrd_kwargs):
+                 n_neighbors: int = 10, engine: str = "collapsed", svi_options: dict | None = None,
+                 correspondence_rounds: int = 0, correspondence_neighbors: int = 5, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -295,6 +331,8 @@ class MAD(BaseEstimator):
         self.n_neighbors = n_neighbors
         self.engine = engine
         self.svi_options = svi_options
+        self.correspondence_rounds = correspondence_rounds
+        self.correspondence_neighbors = correspondence_neighbors
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -332,6 +370,18 @@ class MAD(BaseEstimator):
         if self.svi_options is not None and not isinstance(self.svi_options, dict):
             raise TypeError(f"svi_options must be a dict of StochasticMRD keywords or None, got "
                             f"{type(self.svi_options).__name__}")
+        for name in ("correspondence_rounds", "correspondence_neighbors"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0 \
+                    or (name == "correspondence_neighbors" and value < 1):
+                raise ValueError(f"{name} must be a {'non-negative' if name.endswith('rounds') else 'positive'} "
+                                 f"integer, got {value!r}")
+        if self.correspondence_rounds and self.training != "all_rows":
+            raise ValueError("correspondence_rounds needs training='all_rows': the soft correspondences join "
+                             "unaligned rows, which the paper's anchors-only model does not contain")
+        if self.correspondence_rounds and not float(self.graph_strength) > 0:
+            raise ValueError("correspondence_rounds needs graph_strength > 0: the soft correspondences enter the "
+                             "fit as edges of the graph prior, weighted by graph_strength")
 
     @staticmethod
     def _check_problem(problem) -> np.ndarray:
@@ -400,6 +450,7 @@ class MAD(BaseEstimator):
         self.problem_ = problem
         self.discovered_ = {}
         self.self_training_history_ = []
+        self.correspondence_history_ = []
         self.bootstrap_ = None
         if len(groups) == 0 and len(names) != 2:
             raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
@@ -415,6 +466,8 @@ class MAD(BaseEstimator):
             return self
         self.anchors_ = groups
         self._fit_model(problem)
+        if self.correspondence_rounds:
+            self._refine_correspondences(problem)
         if self_training:
             self.self_train(confidence_threshold, max_rounds)
         return self
@@ -437,15 +490,19 @@ class MAD(BaseEstimator):
         """The views MRD sees: standardised columns (``standardize=True``) or as given (MRD centres them)."""
         return problem.views.standardised() if self.standardize else problem.views
 
-    def _fit_model(self, problem: AlignmentProblem) -> None:
-        """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks."""
+    def _fit_model(self, problem: AlignmentProblem, init=None, extra_edges=None) -> None:
+        """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks.
+
+        ``init`` (a LatentEmbedding) and ``extra_edges`` (entity weights added to the graph prior) are the
+        all-rows model's start and soft correspondences (:meth:`_refine_correspondences`).
+        """
         from .gp import shared_dimensions
 
         start = time.perf_counter()
         if self.training == "anchors":
             self._fit_anchors_only(problem)
         else:
-            self._fit_all_rows(problem)
+            self._fit_all_rows(problem, init, extra_edges)
         names = problem.views.names
         threshold = float(self.shared_threshold)
         relevance = self.model_.relevance_
@@ -490,7 +547,7 @@ class MAD(BaseEstimator):
         self.entities_ = None
         self.timings_ = {"fit_seconds": fitted - start, "infer_seconds": time.perf_counter() - fitted}
 
-    def _fit_all_rows(self, problem: AlignmentProblem) -> None:
+    def _fit_all_rows(self, problem: AlignmentProblem, start_embedding=None, extra_edges=None) -> None:
         r"""A partially observed MRD over every row (one latent point per entity; :meth:`MRD.fit` ``observed``).
 
         The bound is :math:`\sum_v F_v(Y_v; q(X)[\mathrm{obs}_v]) - \mathrm{KL}(q(X) \| p(X))`: each view's
@@ -501,6 +558,10 @@ class MAD(BaseEstimator):
         near its neighbours, anchors among them. q(X) starts from the joint-Laplacian embedding of
         the same graph structure (Wang, Krafft & Mahadevan 2011, section 5.2) on the training
         anchors. The posteriors of the unaligned rows are their entities' q(x): no separate inference.
+
+        ``start_embedding`` replaces the joint-Laplacian start; ``extra_edges`` (sparse, entities x
+        entities) are added to the graph's weights (the soft correspondences of
+        :meth:`_refine_correspondences`).
         """
         from .data import Correspondence
         from .graph import entity_graph, laplacian
@@ -517,24 +578,33 @@ class MAD(BaseEstimator):
         start = time.perf_counter()
         # the start only (never the likelihood) sees a missing entry as its column's mean
         start_problem = train.replace(views=_mean_filled(views)) if any(views.n_missing.values()) else train
-        with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
-            warnings.simplefilter("ignore")
-            init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
-                start_problem).embedding_
+        if start_embedding is not None:
+            init = start_embedding
+        else:
+            with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
+                warnings.simplefilter("ignore")
+                init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
+                    start_problem).embedding_
         prior = None
-        if self.latent_prior == "graph" and float(self.graph_strength) > 0:
+        graph = self.latent_prior == "graph" and float(self.graph_strength) > 0
+        if graph or extra_edges is not None:
             from .gp.priors import GraphLaplacianPrior
 
-            # the neighbourhoods of rows with missing entries from the start's column means (the prior's graph only)
-            graph_views = start_problem.views
-            W = entity_graph([np.asarray(graph_views[v]) for v in names], [rows[v] for v in names], n_entities,
-                             int(self.n_neighbors))
+            if graph:  # the neighbourhoods of rows with missing entries from the start's column means (graph only)
+                graph_views = start_problem.views
+                W = entity_graph([np.asarray(graph_views[v]) for v in names], [rows[v] for v in names], n_entities,
+                                 int(self.n_neighbors))
+                W = W if extra_edges is None else (W + extra_edges).tocsr()
+            else:
+                W = extra_edges
             prior = GraphLaplacianPrior(laplacian(W)[0], float(self.graph_strength))
         if self.engine == "svi":
             from .gp import StochasticMRD
 
             options = dict(self.svi_options or {})
             options.setdefault("init", init)
+            if start_embedding is not None:  # a refinement round goes on from the previous fit
+                options["init"] = start_embedding
             if prior is not None:
                 options.setdefault("latent_prior", prior)
             self.model_ = StochasticMRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel,
@@ -546,6 +616,8 @@ class MAD(BaseEstimator):
 
             options = dict(self.mrd_options or {})
             options.setdefault("init", init)
+            if start_embedding is not None:  # a refinement round goes on from the previous fit
+                options["init"] = start_embedding
             self.model_ = MRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel, seed=self.seed,
                               device=self.device, progress=self.progress, **options).fit(
                 arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
@@ -557,6 +629,92 @@ class MAD(BaseEstimator):
                                       np.asarray(var[rows[view][free]], np.float64))
         self.entities_ = (n_entities, rows)
         self.timings_ = {"fit_seconds": time.perf_counter() - start, "infer_seconds": 0.0}
+
+    def _correspondence_edges(self, n_entities: int, rows: dict) -> tuple:
+        """Soft correspondences as graph weights: the ``correspondence_neighbors`` most probable partners of
+        every unaligned row (each way) under the Sinkhorn match marginals P at the posterior temperature,
+        weighted by P; for every pair of views that shares a latent dimension. Returns the sparse
+        (n_entities, n_entities) symmetric weights and the Hungarian pairs of the first two views."""
+        import scipy.sparse as sp
+
+        names = self.problem_.views.names
+        k = int(self.correspondence_neighbors)
+        weights = sp.csr_matrix((n_entities, n_entities))
+        pairs = None
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if len(self.shared_dims(a, b)) == 0:
+                    continue
+                _, ma, va, _, mb, vb, _ = self._candidates(a, b)
+                rows_a, rows_b, P = self.match_probabilities(a, b, temperature=posterior_temperature(
+                    self.cost, va, vb))
+                P = sp.csr_matrix(P)  # [n_a, n_b]
+                entity_a, entity_b = rows[a][rows_a], rows[b][rows_b]  # the entity of each candidate row
+                for M, heads_of, tails_of in ((P, entity_a, entity_b), (P.T.tocsr(), entity_b, entity_a)):
+                    heads, tails, mass = _top_k_per_row(M, k)
+                    W = sp.coo_matrix((mass, (heads_of[heads], tails_of[tails])),
+                                      shape=(n_entities, n_entities)).tocsr()
+                    weights = weights.maximum(W).maximum(W.T)
+                if pairs is None:
+                    found = self.align(a, b, include_discovered=False)
+                    pairs = set(zip(found.index_a.tolist(), found.index_b.tolist()))
+        return weights.tocsr(), pairs
+
+    def _refine_correspondences(self, problem: AlignmentProblem) -> None:
+        r"""Soft correspondences as inference (EM-style restarts, kept by the bound); ``correspondence_rounds``.
+
+        Round r: (E) P = the Sinkhorn match marginals of the current posteriors at the posterior
+        temperature (the model's own permutation posterior); (M, guided) refit the all-rows model from
+        its current q(X) with every unaligned row joined to its ``correspondence_neighbors`` most
+        probable partners by graph edges of weight P (a soft match counts like a within-view
+        neighbour of the graph prior, :math:`N(0, (I + \lambda (L + L_P))^{-1})`); then (M, polish) refit
+        from that fit under the model's own prior, without P. The guided fit maximises the bound of
+        the model whose prior holds P; the polish maximises the model's own bound
+        :math:`\sum_v F_v - \mathrm{KL}(q(X) \| p(X))`, the same objective as the first fit, so the
+        rounds' bounds compare fits of the same model and data: a round is kept when its polished
+        bound is higher than the best so far, and the rounds stop at the first that is not, or
+        when fewer than 1% of the Hungarian pairs changed. P only guides the optimiser to other
+        optima of the model's bound; the result is always a fit of the model as specified.
+        ``correspondence_history_`` lists every round (the guided and polished bounds, the pairs
+        that changed, the accuracy when the problem has truth, kept or not).
+        """
+        start = time.perf_counter()
+        names = problem.views.names
+        truth = _truth_pairs(problem, names[0], names[1])
+        n_entities, rows = self.entities_
+        best_bound = float(self.model_.elbo())
+        best = dict(self.__dict__)
+        edges, pairs = self._correspondence_edges(n_entities, rows)
+        self.correspondence_history_ = [{"round": 0, "guided_elbo": None, "elbo": best_bound, "changed": None,
+                                         "accuracy": _pairs_accuracy(pairs, truth), "kept": True}]
+        kept_warnings = []
+        for round_ in range(1, int(self.correspondence_rounds) + 1):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self._fit_model(problem, init=self.embedding_, extra_edges=edges)
+                guided = float(self.model_.elbo())
+                self._fit_model(problem, init=self.embedding_)
+            bound = float(self.model_.elbo())
+            new_edges, new_pairs = self._correspondence_edges(n_entities, rows)
+            changed = 1.0 - len(new_pairs & pairs) / max(len(pairs), 1) if pairs is not None else None
+            better = bool(np.isfinite(bound) and bound > best_bound)
+            entry = {"round": round_, "guided_elbo": guided, "elbo": bound, "changed": changed,
+                     "accuracy": _pairs_accuracy(new_pairs, truth), "kept": better}
+            for previous in self.correspondence_history_:
+                previous["kept"] = previous["kept"] and not better
+            self.correspondence_history_.append(entry)
+            if not better:
+                break
+            best_bound, best, kept_warnings = bound, dict(self.__dict__), caught
+            edges, pairs = new_edges, new_pairs
+            if changed is not None and changed < 0.01:
+                break
+        history = self.correspondence_history_
+        self.__dict__.update(best)  # the kept round's fitted state
+        self.correspondence_history_ = history
+        self.timings_ = {**self.timings_, "correspondence_seconds": time.perf_counter() - start}
+        for caught in kept_warnings:  # the kept fit's own warnings (e.g. not converged); the others are discarded
+            warnings.warn(caught.message, caught.category, stacklevel=4)
 
     def _report_switched_off_views(self, relevance) -> None:
         """Warn when a view keeps no latent dimension, or a pair of views shares none: the matching would be random."""

@@ -25,7 +25,7 @@ FORMAT = "bayesalign.mad"
 FORMAT_VERSION = 1
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
 _PLAIN = ("shared_threshold_", "converged_", "switched_off_views_", "timings_", "self_training_history_",
-          "latent_prior_")
+          "latent_prior_", "correspondence_history_")
 
 
 class MADFileError(ValueError):
@@ -160,6 +160,7 @@ def _read(path, device):
         model.bootstrap_["pairs"] = np.asarray(model.bootstrap_["pairs"], dtype=np.int64)
     model.entities_ = None if meta["n_entities"] is None else (
         int(meta["n_entities"]), {name: arrays[f"entities/{i}"] for i, name in enumerate(names)})
+    model.correspondence_history_ = []  # files written before it existed
     for key, value in meta["plain"].items():
         setattr(model, key, value)
     model.embedding_ = LatentEmbedding({n: arrays[f"embedding/{i}/mean"] for i, n in enumerate(names)},

@@ -143,3 +143,58 @@ def test_an_unconverged_fit_does_not_report_confident_probabilities():
     accuracy = ba.metrics.matching_accuracy(alignment, problem)
     assert float(alignment.probabilities.mean()) < accuracy + 0.15
     assert ba.metrics.expected_calibration_error(alignment, problem) < 0.1
+
+
+def test_correspondence_edges_are_each_row_s_most_probable_partners(toy, all_rows):
+    # brute force: the dense Sinkhorn marginals at the posterior temperature, top-k each way, weight P
+    mad = copy.deepcopy(all_rows).set_params(correspondence_neighbors=3)
+    n, rows = mad.entities_
+    weights, pairs = mad._correspondence_edges(n, rows)
+    rows_a, rows_b, P = mad.match_probabilities(temperature=1.0)
+    P = np.asarray(P.toarray() if hasattr(P, "toarray") else P)  # [90, 90]
+    expected = np.zeros((n, n))
+    for i in range(P.shape[0]):
+        for j in np.argsort(-P[i], kind="stable")[:3]:
+            expected[rows["Y1"][rows_a[i]], rows["Y2"][rows_b[j]]] = P[i, j]
+    for j in range(P.shape[1]):
+        for i in np.argsort(-P[:, j], kind="stable")[:3]:
+            expected[rows["Y1"][rows_a[i]], rows["Y2"][rows_b[j]]] = P[i, j]
+    expected = np.maximum(expected, expected.T)
+    np.testing.assert_allclose(weights.toarray(), expected, rtol=0, atol=1e-12)
+    al = mad.align(include_discovered=False)
+    assert pairs == set(zip(al.index_a.tolist(), al.index_b.tolist()))
+
+
+def test_correspondence_rounds_keep_the_fit_whose_own_bound_is_highest(toy, tmp_path):
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, correspondence_rounds=2,
+                 mrd_options={"max_iter": 150}).fit(toy)
+    history = mad.correspondence_history_
+    assert history[0]["round"] == 0 and history[0]["guided_elbo"] is None and 2 <= len(history) <= 3
+    kept = [h for h in history if h["kept"]]
+    assert len(kept) == 1 and kept[0]["elbo"] == max(h["elbo"] for h in history)
+    # every round but the last improved on the best so far; the rounds stop at the first that does not
+    best = history[0]["elbo"]
+    for h in history[1:-1]:
+        assert h["elbo"] > best
+        best = h["elbo"]
+    # the restored state is the kept fit's, all of it: the model, its bound and the posteriors
+    assert mad.model_.elbo() == pytest.approx(kept[0]["elbo"], rel=1e-10, abs=1e-8)
+    n, rows = mad.entities_
+    np.testing.assert_array_equal(mad.embedding_.means["Y2"], mad.model_.entity_means_[rows["Y2"]])
+    assert mad.model_.module_.latent_prior.strength == 10.0  # the model's own prior, no soft edges left in it
+    assert mad.timings_["correspondence_seconds"] > 0
+    assert all(h["accuracy"] is not None and 0 <= h["accuracy"] <= 1 for h in history)
+    mad.save(tmp_path / "mad.npz")
+    assert ba.MAD.load(tmp_path / "mad.npz").correspondence_history_ == history
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"correspondence_rounds": -1}, "correspondence_rounds"),
+    ({"correspondence_rounds": True}, "correspondence_rounds"),
+    ({"correspondence_neighbors": 0}, "correspondence_neighbors"),
+    ({"correspondence_rounds": 1, "training": "anchors"}, "training='all_rows'"),
+    ({"correspondence_rounds": 1, "graph_strength": 0.0}, "graph_strength > 0"),
+])
+def test_bad_correspondence_options_are_refused(toy, options, message):
+    with pytest.raises(ValueError, match=message):
+        ba.MAD(**options).fit(toy)
