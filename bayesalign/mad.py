@@ -1098,8 +1098,8 @@ class MAD(BaseEstimator):
         found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
                                 method="bounded", options={"xatol": 0.05})
         T = float(np.exp(found.x))
-        self.calibration_[key] = {**record, "temperature": T, "fallback": False,
-                                  "objective": float(found.fun), "objective_at_posterior_temperature": objective(centre)}
+        self.calibration_[key] = {**record, "temperature": T, "fallback": False, "objective": float(found.fun),
+                                  "objective_at_posterior_temperature": objective(centre)}
         return T
 
     def _infer_rows(self, view, Y):
