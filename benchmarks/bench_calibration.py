@@ -46,7 +46,8 @@ def run(name, problem, seed, num_inducing):
     fitted_al = model.align(a, b, temperature="anchors")
     fitted = ba.metrics.evaluate(fitted_al, problem)
     pairs = model.calibration_[(a, b, model.cost)]["pairs"]
-    print(f"| {name} | {seed} | {posterior['accuracy']:.3f} | {mean_p:.3f} | {posterior['ece']:.3f} | {T:.3g} ({pairs}) | "
+    print(f"| {name} | {seed} | {posterior['accuracy']:.3f} | {mean_p:.3f} | {posterior['ece']:.3f} | "
+          f"{T:.3g} ({pairs}) | "
           f"{fitted_al.probabilities.mean():.3f} | {fitted['ece']:.3f} | {seconds:.0f} |", flush=True)
     return posterior["ece"], fitted["ece"]
 

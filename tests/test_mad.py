@@ -413,8 +413,10 @@ def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probabil
     emb, anchors = mad.embedding_, problem.anchors_between("Y1", "Y2")
     qa = [np.asarray(z)[:, dims] for z in mad.model_.infer("Y1", problem.views["Y1"][anchors.index_a])]
     qb = [np.asarray(z)[:, dims] for z in mad.model_.infer("Y2", problem.views["Y2"][anchors.index_b])]
-    ma, va = np.vstack([emb.means["Y1"][rows_a][:, dims], qa[0]]), np.vstack([emb.variances["Y1"][rows_a][:, dims], qa[1]])
-    mb, vb = np.vstack([emb.means["Y2"][rows_b][:, dims], qb[0]]), np.vstack([emb.variances["Y2"][rows_b][:, dims], qb[1]])
+    ma = np.vstack([emb.means["Y1"][rows_a][:, dims], qa[0]])
+    va = np.vstack([emb.variances["Y1"][rows_a][:, dims], qa[1]])
+    mb = np.vstack([emb.means["Y2"][rows_b][:, dims], qb[0]])
+    vb = np.vstack([emb.variances["Y2"][rows_b][:, dims], qb[1]])
     C = likelihood_cost(ma, va, mb, vb)
     true_a, true_b = rows_a.size + np.arange(10), rows_b.size + np.arange(10)
 

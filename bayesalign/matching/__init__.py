@@ -27,26 +27,33 @@ costs ``L / 2``, so a pair costlier than ``L`` is never worth making.
 from .assignment import DEFAULT_VIEWS, DENSE_LIMIT, assign, linear_assignment, myopic_assignment, sparse_assignment
 from .costs import (
     METRICS,
-                    knn_edges,
-                    likelihood_cost,
-                    mean_distance_cost,
-                    mutual_nearest,
-                    pair_costs,
-                    pairwise_costs,
-                    squared_distances,
+    knn_edges,
+    likelihood_cost,
+    mean_distance_cost,
+    mutual_nearest,
+    pair_costs,
+    pairwise_costs,
+    squared_distances,
 )
 from .entropic import (
-                    PerturbAndMapResult,
-                    SinkhornResult,
-                    gromov_wasserstein_coupling,
-                    marginal_assignment,
-                    perturb_and_map,
-                    sinkhorn,
-                    sinkhorn_marginals,
-                    sparse_sinkhorn,
+    PerturbAndMapResult,
+    SinkhornResult,
+    gromov_wasserstein_coupling,
+    marginal_assignment,
+    perturb_and_map,
+    sinkhorn,
+    sinkhorn_marginals,
+    sparse_sinkhorn,
 )
-from .matcher import (COSTS, MATCHERS, candidate_rows, match, nearest_cost_temperature, posterior_temperature,
-                      sinkhorn_probabilities)
+from .matcher import (
+    COSTS,
+    MATCHERS,
+    candidate_rows,
+    match,
+    nearest_cost_temperature,
+    posterior_temperature,
+    sinkhorn_probabilities,
+)
 
 __all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "PerturbAndMapResult", "SinkhornResult",
            "assign", "candidate_rows", "gromov_wasserstein_coupling", "knn_edges", "likelihood_cost",

@@ -282,7 +282,7 @@ def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
                                                 costs=cost_source(cost, ma, va, mb, vb) if check else None)
     info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs" + (
         f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
-        f" (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
+        " (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
     if matcher == "hungarian" and cost == "mean":
         hard = assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
         info["certified"] = hard.info.get("certified")
