@@ -165,27 +165,54 @@ def test_correspondence_edges_are_each_row_s_most_probable_partners(toy, all_row
     assert pairs == set(zip(al.index_a.tolist(), al.index_b.tolist()))
 
 
-def test_correspondence_rounds_keep_the_fit_whose_own_bound_is_highest(toy, tmp_path):
+def test_anchor_foscttm_is_the_rank_of_the_re_inferred_anchors_among_the_unaligned_rows(toy, all_rows):
+    # brute force: each anchor inferred from its own view, then for every anchor pair the fraction of the
+    # other view's pool (unaligned rows and re-inferred anchors) with a lower match cost than its partner
+    mad = all_rows
+    dims = mad.shared_dims("Y1", "Y2")
+    anchors = toy.anchors_between("Y1", "Y2")
+    pools = {}
+    for view, index in (("Y1", anchors.index_a), ("Y2", anchors.index_b)):
+        mean, var = (np.asarray(z)[:, dims] for z in mad.model_.infer(view, toy.views[view][index], max_iter=500))
+        _, free_mean, free_var = mad.posteriors_[view]
+        pools[view] = (np.vstack([free_mean[:, dims], mean]), np.vstack([free_var[:, dims], var]))
+    C = ba.matching.likelihood_cost(*pools["Y1"], *pools["Y2"])  # [100, 100]
+    n = len(anchors)
+    ia, ib = 90 + np.arange(n), 90 + np.arange(n)
+    rows = [(C[i] < C[i, j]).sum() / (C.shape[1] - 1) for i, j in zip(ia, ib)]
+    cols = [(C[:, j] < C[i, j]).sum() / (C.shape[0] - 1) for i, j in zip(ia, ib)]
+    assert mad._anchor_foscttm("Y1", "Y2") == pytest.approx(0.5 * (np.mean(rows) + np.mean(cols)), abs=1e-6)
+
+
+def test_correspondence_rounds_keep_the_round_whose_anchors_align_best(toy, tmp_path):
     mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, correspondence_rounds=2,
                  mrd_options={"max_iter": 150}).fit(toy)
     history = mad.correspondence_history_
-    assert history[0]["round"] == 0 and history[0]["guided_elbo"] is None and 2 <= len(history) <= 3
+    assert history[0]["round"] == 0 and history[0]["changed"] is None and 2 <= len(history) <= 3
     kept = [h for h in history if h["kept"]]
-    assert len(kept) == 1 and kept[0]["elbo"] == max(h["elbo"] for h in history)
+    assert len(kept) == 1 and kept[0]["anchor_foscttm"] == min(h["anchor_foscttm"] for h in history)
     # every round but the last improved on the best so far; the rounds stop at the first that does not
-    best = history[0]["elbo"]
+    best = history[0]["anchor_foscttm"]
     for h in history[1:-1]:
-        assert h["elbo"] > best
-        best = h["elbo"]
-    # the restored state is the kept fit's, all of it: the model, its bound and the posteriors
+        assert h["anchor_foscttm"] < best
+        best = h["anchor_foscttm"]
+    # the restored state is the kept round's, all of it: the model, its score and the posteriors
+    assert mad._anchor_foscttm("Y1", "Y2") == pytest.approx(kept[0]["anchor_foscttm"], abs=1e-6)
     assert mad.model_.elbo() == pytest.approx(kept[0]["elbo"], rel=1e-10, abs=1e-8)
     n, rows = mad.entities_
     np.testing.assert_array_equal(mad.embedding_.means["Y2"], mad.model_.entity_means_[rows["Y2"]])
-    assert mad.model_.module_.latent_prior.strength == 10.0  # the model's own prior, no soft edges left in it
     assert mad.timings_["correspondence_seconds"] > 0
     assert all(h["accuracy"] is not None and 0 <= h["accuracy"] <= 1 for h in history)
     mad.save(tmp_path / "mad.npz")
     assert ba.MAD.load(tmp_path / "mad.npz").correspondence_history_ == history
+
+
+def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_not_run():
+    problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=6)
+    with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS"):
+        mad = ba.MAD(latent_dim=2, num_inducing=6, seed=0, correspondence_rounds=1,
+                     mrd_options={"max_iter": 40}).fit(problem)
+    assert mad.correspondence_history_ == []
 
 
 @pytest.mark.parametrize("options, message", [
