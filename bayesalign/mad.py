@@ -42,6 +42,7 @@ from .matching import (
     MATCHERS,
     gromov_wasserstein_coupling,
     likelihood_cost,
+    linear_assignment,
     match,
     mean_distance_cost,
     mutual_nearest,
@@ -646,18 +647,17 @@ class MAD(BaseEstimator):
                 if len(self.shared_dims(a, b)) == 0:
                     continue
                 _, ma, va, _, mb, vb, _ = self._candidates(a, b)
-                rows_a, rows_b, P = self.match_probabilities(a, b, temperature=posterior_temperature(
-                    self.cost, va, vb))
-                P = sp.csr_matrix(P)  # [n_a, n_b]
+                rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]
+                P = sp.csr_matrix(sinkhorn_probabilities(C, posterior_temperature(self.cost, va, vb), None, ma, mb))
                 entity_a, entity_b = rows[a][rows_a], rows[b][rows_b]  # the entity of each candidate row
                 for M, heads_of, tails_of in ((P, entity_a, entity_b), (P.T.tocsr(), entity_b, entity_a)):
                     heads, tails, mass = _top_k_per_row(M, k)
                     W = sp.coo_matrix((mass, (heads_of[heads], tails_of[tails])),
                                       shape=(n_entities, n_entities)).tocsr()
                     weights = weights.maximum(W).maximum(W.T)
-                if pairs is None:
-                    found = self.align(a, b, include_discovered=False)
-                    pairs = set(zip(found.index_a.tolist(), found.index_b.tolist()))
+                if pairs is None:  # the optimal assignment (Hungarian) of the first two views
+                    found = linear_assignment(C)
+                    pairs = set(zip(rows_a[found.index_a].tolist(), rows_b[found.index_b].tolist()))
         return weights.tocsr(), pairs
 
     def _refine_correspondences(self, problem: AlignmentProblem) -> None:
