@@ -263,6 +263,7 @@ def cmd_align(args) -> int:
     if args.embedding and result.embedding is None:
         raise CommandError(f"{args.method} gives no latent coordinates to write to {args.embedding}")
     # all outputs or none: each is complete in its temporary file before any replaces its path
+    _check_not_interrupted()  # a Ctrl-C that a library swallowed during the fit still means: write nothing
     write_outputs(args.out, list(result.alignments.values()), anchor_list, files,
                   embedding_path=args.embedding, embedding=result.embedding)
     for (a, b), al in result.alignments.items():
@@ -489,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     previous = _terminate_cleanly()
+    previous_sigint = _record_interrupts()
     try:
         return args.run(args)
     except KeyboardInterrupt:  # Ctrl-C: stop at once; every output is as it was (written only at the end)
@@ -513,6 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
 
 
 def _terminate_cleanly():
@@ -526,6 +530,31 @@ def _terminate_cleanly():
         return signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not the main thread of the main interpreter
         return None
+
+
+_INTERRUPTS: list[int] = []  # SIGINTs received while the current command runs
+
+
+def _record_interrupts():
+    """Ctrl-C raises KeyboardInterrupt as usual and is also recorded, so that one a library swallows (an
+    interrupt that lands in code with a bare ``except``) still stops the command before it writes
+    (:func:`_check_not_interrupted`). Returns the previous handler (None where signals cannot be set)."""
+    _INTERRUPTS.clear()
+
+    def handler(signum, frame):
+        _INTERRUPTS.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread of the main interpreter
+        return None
+
+
+def _check_not_interrupted() -> None:
+    """Raise KeyboardInterrupt if Ctrl-C arrived during the command, whatever became of its exception."""
+    if _INTERRUPTS:
+        raise KeyboardInterrupt
 
 
 def _one_line(exc: BaseException) -> str:

@@ -566,3 +566,27 @@ def test_demo_and_compare_refuse_a_bad_device_or_out_folder_before_running(tmp_p
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "not a torch device" in err or "is not a directory" in err
     assert plain.read_text() == "a file, not a folder\n"
+
+
+def test_an_interrupt_a_library_swallowed_still_writes_nothing(files, capsys, monkeypatch):
+    """Ctrl-C whose KeyboardInterrupt was caught inside a library (a bare ``except``) during the fit: the
+    recorded interrupt stops the command before it writes (exit 130, no output file)."""
+    from bayesalign import registry
+
+    folder, _, _ = files
+    real = registry.run_method
+
+    def swallowing(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # goes to the command's handler: recorded, then raised
+            time.sleep(1.0)  # the handler runs here at the latest
+        except KeyboardInterrupt:
+            pass  # what a bare ``except`` in a library does
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(registry, "run_method", swallowing)
+    code, _, err = run(["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv",
+                        "--method", SPECTRAL[0], "--out", folder / "m.csv"], capsys)
+    assert code == 130 and "interrupted; no output written" in err
+    assert not (folder / "m.csv").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
