@@ -462,3 +462,34 @@ def test_shared_dimension_rule_has_one_owner_with_an_explicit_fallback():
         assert shared_dimensions(apart, 0.5, fallback=True).tolist() == [2]  # max of min(0.3, 0.2)
     with pytest.raises(ValueError, match="must be in \\[0, 1\\)"):
         relevant_dimensions(relevance["a"], 1.0)
+
+
+def test_continue_fit_goes_on_from_the_fitted_parameters_and_a_new_prior_counts_by_its_kl(fitted):
+    import copy
+
+    import scipy.sparse as sp
+    from sklearn.exceptions import ConvergenceWarning
+
+    from bayesalign.gp.priors import GraphLaplacianPrior
+
+    _, model = fitted
+    before, n_before = model.elbo(), model.n_iter_
+    mu, S = model.module_.q_mean.detach(), model.module_.q_variance.detach()
+    kl_before = float(model.module_.kl().detach())
+    N = mu.shape[0]
+    chain = sp.diags([np.ones(N - 1), np.ones(N - 1)], [-1, 1])  # each row a neighbour of the next
+    prior = GraphLaplacianPrior(sp.diags(np.asarray(chain.sum(1)).ravel()) - chain, 2.0)
+    # one evaluation: the parameters stay where they were, so the bound changes by exactly the KLs' difference
+    with pytest.warns(ConvergenceWarning):
+        swapped = copy.deepcopy(model).continue_fit(max_iter=1, latent_prior=prior)
+    expected = before + kl_before - float(prior.kl(mu, S))
+    assert swapped.elbo() == pytest.approx(expected, rel=1e-9)
+    assert swapped.n_iter_ == n_before + 1 and swapped.module_.latent_prior is not model.module_.latent_prior
+    # more evaluations under the same prior: no warm-up, the history goes on, the bound does not drop
+    with pytest.warns(ConvergenceWarning):  # a 30-evaluation budget stops before the tolerance
+        more = copy.deepcopy(model).continue_fit(max_iter=30)
+    assert more.n_iter_ == n_before + 30 and len(more.history_) == n_before + 30
+    assert more.elbo() >= before - 1e-6 * abs(before)
+    assert model.n_iter_ == n_before  # the fitted model itself is untouched
+    with pytest.raises(ValueError, match="max_iter"):
+        copy.deepcopy(model).continue_fit(max_iter=0)

@@ -35,6 +35,7 @@ from .initialisation import (
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .model_file import load_model, save_model
 from .module import LatentGPModule, resolve_dtype
+from .priors import check_latent_prior
 from .psi import psi_statistics
 
 __all__ = ["LatentGPBase", "LatentGPModule", "anchored_latent", "as_paired_views", "as_views", "cca_latent",
@@ -180,14 +181,41 @@ class LatentGPBase(BaseEstimator):
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
         if self.max_iter > 0 and not self.converged_:
-            if self.n_iter_ >= self.max_iter:
-                why, advice = f"at max_iter={self.max_iter}", "raise max_iter"
-            else:  # the optimiser gave up on its own (e.g. a line search that found no better point)
-                message = getattr(self, "optimizer_message_", "") or "no reason given"
-                why, advice = f"by the optimiser's own stop ({message})", "try another init or seed"
-            warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations, {why}, before the "
-                          f"optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum (converged_ "
-                          f"is False): {advice}", ConvergenceWarning, stacklevel=3)
+            self._warn_unconverged(self.max_iter, stacklevel=4)
+        return self
+
+    def _warn_unconverged(self, budget: int, stacklevel: int) -> None:
+        if self.n_iter_ >= budget:
+            why, advice = f"at max_iter={self.max_iter}", "raise max_iter"
+        else:  # the optimiser gave up on its own (e.g. a line search that found no better point)
+            message = getattr(self, "optimizer_message_", "") or "no reason given"
+            why, advice = f"by the optimiser's own stop ({message})", "try another init or seed"
+        warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations, {why}, before the "
+                      f"optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum (converged_ "
+                      f"is False): {advice}", ConvergenceWarning, stacklevel=stacklevel)
+
+    def continue_fit(self, max_iter: int | None = None, latent_prior=None):
+        """Go on maximising the bound from the fitted parameters: ``max_iter`` more evaluations (default the
+        model's ``max_iter``), after the exact latent-symmetry step of a restart and without a warm-up.
+
+        ``latent_prior`` (a prior of :mod:`bayesalign.gp.priors` over the same entities) replaces p(X)
+        first: the M-step of an EM round whose E-step changed the prior (``MAD(correspondence_rounds)``).
+        The bound and its history then refer to the new prior from the next evaluation on.
+        """
+        self._check_fitted()
+        budget = int(self.max_iter if max_iter is None else max_iter)
+        if budget < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if latent_prior is not None:
+            self.module_.latent_prior = check_latent_prior(latent_prior, self.module_.q_mean.shape[0])
+        self._interrupted = False
+        done = self.n_iter_
+        self._optimise(budget)
+        self.interrupted_ = self._interrupted
+        if self.interrupted_:
+            raise KeyboardInterrupt
+        if not self.converged_:
+            self._warn_unconverged(done + budget, stacklevel=3)
         return self
 
     def _optimise(self, max_iter: int):
