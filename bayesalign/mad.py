@@ -28,7 +28,6 @@ the streaming matcher and align all work on the same fitted state.)
 
 from __future__ import annotations
 
-import copy
 import time
 import warnings
 
@@ -492,12 +491,11 @@ class MAD(BaseEstimator):
         """The views MRD sees: standardised columns (``standardize=True``) or as given (MRD centres them)."""
         return problem.views.standardised() if self.standardize else problem.views
 
-    def _fit_model(self, problem: AlignmentProblem, init=None, extra_edges=None, continue_from=None) -> None:
+    def _fit_model(self, problem: AlignmentProblem, init=None, extra_edges=None) -> None:
         """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks.
 
         ``init`` (a LatentEmbedding) and ``extra_edges`` (entity weights added to the graph prior) are the
-        all-rows model's start and soft correspondences (:meth:`_refine_correspondences`);
-        ``continue_from`` (a fitted collapsed MRD) is a model to go on fitting instead of a new one.
+        all-rows model's start and soft correspondences (:meth:`_refine_correspondences`).
         """
         from .gp import shared_dimensions
 
@@ -505,7 +503,7 @@ class MAD(BaseEstimator):
         if self.training == "anchors":
             self._fit_anchors_only(problem)
         else:
-            self._fit_all_rows(problem, init, extra_edges, continue_from)
+            self._fit_all_rows(problem, init, extra_edges)
         names = problem.views.names
         threshold = float(self.shared_threshold)
         relevance = self.model_.relevance_
@@ -550,8 +548,7 @@ class MAD(BaseEstimator):
         self.entities_ = None
         self.timings_ = {"fit_seconds": fitted - start, "infer_seconds": time.perf_counter() - fitted}
 
-    def _fit_all_rows(self, problem: AlignmentProblem, start_embedding=None, extra_edges=None,
-                      continue_from=None) -> None:
+    def _fit_all_rows(self, problem: AlignmentProblem, start_embedding=None, extra_edges=None) -> None:
         r"""A partially observed MRD over every row (one latent point per entity; :meth:`MRD.fit` ``observed``).
 
         The bound is :math:`\sum_v F_v(Y_v; q(X)[\mathrm{obs}_v]) - \mathrm{KL}(q(X) \| p(X))`: each view's
@@ -565,8 +562,7 @@ class MAD(BaseEstimator):
 
         ``start_embedding`` replaces the joint-Laplacian start; ``extra_edges`` (sparse, entities x
         entities) are added to the graph's weights (the soft correspondences of
-        :meth:`_refine_correspondences`); ``continue_from``: a fitted collapsed MRD over the same entities,
-        copied and fitted on from its parameters under the new prior (:meth:`MRD.continue_fit`).
+        :meth:`_refine_correspondences`).
         """
         from .data import Correspondence
         from .graph import entity_graph, laplacian
@@ -623,12 +619,9 @@ class MAD(BaseEstimator):
             options.setdefault("init", init)
             if start_embedding is not None:  # a refinement round goes on from the previous fit
                 options["init"] = start_embedding
-            if continue_from is not None:  # an EM round's M-step: on from the current parameters, the new prior
-                self.model_ = copy.deepcopy(continue_from).continue_fit(latent_prior=prior)
-            else:
-                self.model_ = MRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel,
-                                  seed=self.seed, device=self.device, progress=self.progress, **options).fit(
-                    arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
+            self.model_ = MRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel, seed=self.seed,
+                              device=self.device, progress=self.progress, **options).fit(
+                arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
             mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
         self.posteriors_ = {}
         for k, view in enumerate(names):
@@ -672,11 +665,13 @@ class MAD(BaseEstimator):
 
         Round r: (E) P = the Sinkhorn match marginals of the current posteriors at the posterior
         temperature (the model's own permutation posterior, :meth:`match_probabilities`); (M) the
-        all-rows model fitted on from its current parameters (collapsed engine: :meth:`MRD.continue_fit`;
-        SVI: refitted from its current q(X) means) under the graph prior with every unaligned row
-        joined to its ``correspondence_neighbors`` most probable partners in the other views by
-        edges of weight P: :math:`p(X) = N(0, (I + \lambda (L + L_P))^{-1})`, so a probable partner
-        counts like a within-view neighbour (the kNN edges of L are data-derived in the same way).
+        all-rows model refitted from its current q(X) means (its hyperparameters started afresh, which
+        lets the ARD weights bring back a dimension the first fit switched off; going on from every
+        fitted parameter, :meth:`MRD.continue_fit`, matched worse: ``benchmarks/RESULTS.md``) under the
+        graph prior with every unaligned row joined to its ``correspondence_neighbors`` most probable
+        partners in the other views by edges of weight P,
+        :math:`p(X) = N(0, (I + \lambda (L + L_P))^{-1})`, so a probable partner counts like a
+        within-view neighbour (the kNN edges of L are data-derived in the same way).
         The M-step maximises the bound :math:`\sum_v F_v - \mathrm{KL}(q(X) \| p(X))` of the model
         whose prior holds P. Priors that differ make the bounds of different rounds incomparable
         (and on real pairs a higher bound of the model's own prior did not mean a better alignment,
@@ -708,8 +703,7 @@ class MAD(BaseEstimator):
         for round_ in range(1, int(self.correspondence_rounds) + 1):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                self._fit_model(problem, init=self.embedding_, extra_edges=edges,
-                                continue_from=self.model_ if self.engine == "collapsed" else None)
+                self._fit_model(problem, init=self.embedding_, extra_edges=edges)
             score = self._anchor_foscttm(a, b)
             new_edges, new_pairs = self._correspondence_edges(n_entities, rows)
             changed = 1.0 - len(new_pairs & pairs) / max(len(pairs), 1)
