@@ -207,6 +207,17 @@ def test_correspondence_rounds_keep_the_round_whose_anchors_align_best(toy, tmp_
     assert ba.MAD.load(tmp_path / "mad.npz").correspondence_history_ == history
 
 
+def test_correspondence_rounds_run_on_the_svi_engine(toy):
+    mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, engine="svi", svi_options={"max_epochs": 100},
+                 correspondence_rounds=1).fit(toy)
+    history = mad.correspondence_history_
+    assert [h["round"] for h in history] == [0, 1] and sum(h["kept"] for h in history) == 1
+    kept = next(h for h in history if h["kept"])
+    assert mad._anchor_foscttm("Y1", "Y2") == pytest.approx(kept["anchor_foscttm"], abs=1e-6)
+    free, mean, _ = mad.posteriors_["Y2"]
+    np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
+
+
 def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_not_run():
     problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=6)
     with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS"):
