@@ -98,6 +98,8 @@ def _top_k_per_row(P, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         heads.append(np.full(top.size, i))
         tails.append(P.indices[lo:hi][top])
         values.append(data[top])
+    if not heads:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     return (np.concatenate(heads).astype(np.int64), np.concatenate(tails).astype(np.int64),
             np.concatenate(values))
 
@@ -242,7 +244,9 @@ class MAD(BaseEstimator):
         each joins every unaligned row to its most probable partners in the other views by
         graph-prior edges weighted by the match probabilities and refits; a round is kept only if
         the anchor pairs, inferred again from one view at a time, align better under it (see
-        :meth:`_refine_correspondences`). Each round costs one fit. 0: off.
+        :meth:`_refine_correspondences`; judged on the first two views). Each round costs one fit.
+        0: off. Self-training (``fit(self_training=True)``) runs after the rounds and refits without
+        their edges, from the joint-Laplacian start.
     correspondence_neighbors : int
         Partners per row (each way) that a round joins it to.
 
@@ -686,6 +690,8 @@ class MAD(BaseEstimator):
         start = time.perf_counter()
         names = problem.views.names
         a, b = names[0], names[1]
+        if len(self.shared_dims(a, b)) == 0:  # already warned by the fit: nothing to match, nothing to refine
+            return
         if len(problem.anchors_between(a, b)) < MIN_CALIBRATION_PAIRS:
             warnings.warn(f"correspondence_rounds: views {a!r} and {b!r} have "
                           f"{len(problem.anchors_between(a, b))} anchor pairs, fewer than MIN_CALIBRATION_PAIRS = "
