@@ -181,12 +181,14 @@ class LatentGPBase(BaseEstimator):
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
         if self.max_iter > 0 and not self.converged_:
-            self._warn_unconverged(self.max_iter, stacklevel=4)
+            self._warn_unconverged(self.max_iter, self.max_iter, stacklevel=4)
         return self
 
-    def _warn_unconverged(self, budget: int, stacklevel: int) -> None:
+    def _warn_unconverged(self, budget: int, asked: int, stacklevel: int) -> None:
+        """ConvergenceWarning: the fit stopped at its ``budget`` of evaluations (``asked`` in this call) or on
+        the optimiser's own stop, before the tolerance."""
         if self.n_iter_ >= budget:
-            why, advice = f"at max_iter={self.max_iter}", "raise max_iter"
+            why, advice = f"at max_iter={asked}", "raise max_iter"
         else:  # the optimiser gave up on its own (e.g. a line search that found no better point)
             message = getattr(self, "optimizer_message_", "") or "no reason given"
             why, advice = f"by the optimiser's own stop ({message})", "try another init or seed"
@@ -199,8 +201,8 @@ class LatentGPBase(BaseEstimator):
         model's ``max_iter``), after the exact latent-symmetry step of a restart and without a warm-up.
 
         ``latent_prior`` (a prior of :mod:`bayesalign.gp.priors` over the same entities) replaces p(X)
-        first: the M-step of an EM round whose E-step changed the prior (``MAD(correspondence_rounds)``).
-        The bound and its history then refer to the new prior from the next evaluation on.
+        first, e.g. the M-step of an EM round whose E-step changed the prior. The bound and its
+        history then refer to the new prior from the next evaluation on. Works on a loaded model too.
         """
         self._check_fitted()
         budget = int(self.max_iter if max_iter is None else max_iter)
@@ -215,7 +217,7 @@ class LatentGPBase(BaseEstimator):
         if self.interrupted_:
             raise KeyboardInterrupt
         if not self.converged_:
-            self._warn_unconverged(done + budget, stacklevel=3)
+            self._warn_unconverged(done + budget, budget, stacklevel=3)
         return self
 
     def _optimise(self, max_iter: int):
