@@ -18,12 +18,13 @@ The estimator only (the model is :class:`bayesalign.gp.MRD`, the costs and solve
    expected-accuracy matching under Sinkhorn or perturb-and-MAP marginals.
 
 Beyond the paper (its section 5 "future work"): match probabilities on every alignment,
+soft correspondences as inference (``MAD(correspondence_rounds=...)``, judged on the anchors),
 self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), and a
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
 Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
-``benchmarks/RESULTS.md``. (About 860 lines, one class: fit (anchors only or all rows), self-training,
-the streaming matcher and align all work on the same fitted state.)
+``benchmarks/RESULTS.md``. (About 1,150 lines, one class: fit (anchors only or all rows), correspondence
+rounds, self-training, calibration, the streaming matcher and align all work on the same fitted state.)
 """
 
 from __future__ import annotations
