@@ -23,7 +23,7 @@ self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), 
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
 Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
-``benchmarks/RESULTS.md``. (About 1,150 lines, one class: fit (anchors only or all rows), correspondence
+``benchmarks/RESULTS.md``. (About 1,250 lines, one class: fit (anchors only or all rows), correspondence
 rounds, self-training, calibration, the streaming matcher and align all work on the same fitted state.)
 """
 
