@@ -651,8 +651,8 @@ class MAD(BaseEstimator):
             for b in names[i + 1:]:
                 if len(self.shared_dims(a, b)) == 0:
                     continue
-                _, ma, va, _, mb, vb, _ = self._candidates(a, b)
-                rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]
+                rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
+                C = _cost_matrix(self.cost, ma, va, mb, vb)  # [n_a, n_b], dense as cost_matrix()'s
                 P = sp.csr_matrix(sinkhorn_probabilities(C, posterior_temperature(self.cost, va, vb), None, ma, mb))
                 entity_a, entity_b = rows[a][rows_a], rows[b][rows_b]  # the entity of each candidate row
                 for M, heads_of, tails_of in ((P, entity_a, entity_b), (P.T.tocsr(), entity_b, entity_a)):
