@@ -67,6 +67,8 @@ TRAININGS = ("anchors", "all_rows")
 LATENT_PRIORS = ("graph", "standard_normal")
 #: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
 ENGINES = ("collapsed", "svi")
+#: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
+STARTS = ("joint_laplacian", "pca", "cca")
 
 
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
@@ -250,6 +252,16 @@ class MAD(BaseEstimator):
         their edges, from the joint-Laplacian start.
     correspondence_neighbors : int
         Partners per row (each way) that a round joins it to.
+    starts : sequence of {"joint_laplacian", "pca", "cca"}, optional
+        Starting points of the all-rows model's q(X): the joint-Laplacian embedding of the views'
+        kNN graphs and anchors (Wang, Krafft & Mahadevan 2011), and MRD's "pca" / "cca"
+        initialisations of the anchor rows carried to the other rows by least squares
+        (:class:`bayesalign.gp.MRD` ``init``). The model is fitted from each and the fit with the
+        highest bound is kept: the same model and prior on the same data, so the bounds compare
+        (the bound is multimodal, and which start reaches the best optimum varies from one data set to
+        the next, ``benchmarks/RESULTS.md``). Each start costs one fit; self-training refits from the
+        kept start only. Default (None): all three on the collapsed engine, the joint Laplacian alone
+        with ``engine="svi"`` (whose stochastic bound cannot rank starts).
 
     Attributes
     ----------
@@ -294,6 +306,11 @@ class MAD(BaseEstimator):
         of that round's model, its prior holding the soft correspondences), ``anchor_foscttm`` (what
         the round is judged on), ``changed`` (fraction of the first two views' Hungarian pairs that
         changed), ``accuracy`` (of those pairs; None without truth), ``kept``.
+    starts_ : list of dict
+        With ``training="all_rows"``: ``start``, ``elbo`` (its fit's final bound) and ``kept`` of every
+        start the last fit from scratch tried.
+    start_ : str or None
+        The start kept (the one later refits use).
     self_training_history_ : list of dict
         Per round: ``round``, ``n_anchors`` (training rows), ``added``, ``correct`` (how many
         added pairs are true; None without truth), ``accuracy`` (of the whole alignment at the
@@ -314,7 +331,7 @@ class MAD(BaseEstimator):
                  device=None, progress: bool = False, mrd_options: dict | None = None, training: str = "all_rows",
                  standardize: bool = False, latent_prior: str = "graph", graph_strength: float = 10.0,
                  n_neighbors: int = 10, engine: str = "collapsed", svi_options: dict | None = None,
-                 correspondence_rounds: int = 0, correspondence_neighbors: int = 5, **mrd_kwargs):
+                 correspondence_rounds: int = 0, correspondence_neighbors: int = 5, starts=None, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -339,6 +356,7 @@ class MAD(BaseEstimator):
         self.svi_options = svi_options
         self.correspondence_rounds = correspondence_rounds
         self.correspondence_neighbors = correspondence_neighbors
+        self.starts = starts
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -385,6 +403,18 @@ class MAD(BaseEstimator):
         if self.correspondence_rounds and self.training != "all_rows":
             raise ValueError("correspondence_rounds needs training='all_rows': the soft correspondences join "
                              "unaligned rows, which the paper's anchors-only model does not contain")
+        if self.starts is not None:
+            starts = [self.starts] if isinstance(self.starts, str) else self.starts
+            if not isinstance(starts, (tuple, list)) or not starts or any(st not in STARTS for st in starts):
+                raise ValueError(f"starts must be a non-empty sequence of {STARTS}, got {self.starts!r}")
+            if self.training != "all_rows":
+                raise ValueError("starts are the all-rows model's (training='all_rows'); the paper's anchors-only "
+                                 "procedure starts MRD from PCA (or mrd_options['init'])")
+            if "init" in ((self.svi_options if self.engine == "svi" else self.mrd_options) or {}):
+                raise ValueError("give either starts or an 'init' in mrd_options / svi_options, not both")
+            if self.engine == "svi" and len(starts) > 1:
+                raise ValueError("several starts are chosen between by the exact collapsed bound; engine='svi' "
+                                 "takes one start")
         if self.correspondence_rounds and not float(self.graph_strength) > 0:
             raise ValueError("correspondence_rounds needs graph_strength > 0: the soft correspondences enter the "
                              "fit as edges of the graph prior, weighted by graph_strength")
@@ -458,6 +488,7 @@ class MAD(BaseEstimator):
         self.self_training_history_ = []
         self.correspondence_history_ = []
         self.bootstrap_ = None
+        self.start_, self.starts_ = None, []
         if len(groups) == 0 and len(names) != 2:
             raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
                              f"{len(names)} views and no anchors")
@@ -500,7 +531,10 @@ class MAD(BaseEstimator):
         """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks.
 
         ``init`` (a LatentEmbedding) and ``extra_edges`` (entity weights added to the graph prior) are the
-        all-rows model's start and soft correspondences (:meth:`_refine_correspondences`).
+        all-rows model's start and soft correspondences (:meth:`_refine_correspondences`). Without
+        ``init`` the all-rows model tries every start of ``starts`` while ``start_`` is None (the first
+        fit of :meth:`fit`, each bootstrap candidate's), and later refits (self-training) only the start
+        kept then.
         """
         from .gp import shared_dimensions
 
@@ -561,11 +595,12 @@ class MAD(BaseEstimator):
         row in its own view alone), the KL over all entities. With ``latent_prior="graph"``, p(X) is
         the Gaussian Markov random field :math:`N(0, (I + \lambda L)^{-1})` of the union of the views'
         kNN graphs over the entities (:func:`bayesalign.graph.entity_graph`), which keeps a row
-        near its neighbours, anchors among them. q(X) starts from the joint-Laplacian embedding of
-        the same graph structure (Wang, Krafft & Mahadevan 2011, section 5.2) on the training
-        anchors. The posteriors of the unaligned rows are their entities' q(x): no separate inference.
+        near its neighbours, anchors among them. q(X) starts from each of ``starts`` (e.g. the
+        joint-Laplacian embedding of the same graph structure, Wang, Krafft & Mahadevan 2011, section
+        5.2, on the training anchors) and the fit with the highest bound is kept (MRD's restarts).
+        The posteriors of the unaligned rows are their entities' q(x): no separate inference.
 
-        ``start_embedding`` replaces the joint-Laplacian start; ``extra_edges`` (sparse, entities x
+        ``start_embedding`` replaces the starts; ``extra_edges`` (sparse, entities x
         entities) are added to the graph's weights (the soft correspondences of
         :meth:`_refine_correspondences`).
         """
@@ -584,13 +619,21 @@ class MAD(BaseEstimator):
         start = time.perf_counter()
         # the start only (never the likelihood) sees a missing entry as its column's mean
         start_problem = train.replace(views=_mean_filled(views)) if any(views.n_missing.values()) else train
-        if start_embedding is not None:
-            init = start_embedding
+        user_init = "init" in ((self.svi_options if self.engine == "svi" else self.mrd_options) or {})
+        names_tried = None if start_embedding is not None or user_init else self._starts_to_try()
+        if start_embedding is not None or user_init:
+            init = start_embedding  # None: the user's init stands (below)
         else:
-            with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
-                warnings.simplefilter("ignore")
-                init = JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
-                    start_problem).embedding_
+            init = []
+            for name in names_tried:
+                if name != "joint_laplacian":  # MRD's own initialisations, from the anchors of the views it sees
+                    init.append(name)
+                    continue
+                with warnings.catch_warnings():  # the start only: its own warnings (degree spread) are not the fit's
+                    warnings.simplefilter("ignore")
+                    init.append(JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
+                        start_problem).embedding_)
+            init = init[0] if len(init) == 1 else tuple(init)
         prior = None
         graph = self.latent_prior == "graph" and float(self.graph_strength) > 0
         if graph or extra_edges is not None:
@@ -628,6 +671,8 @@ class MAD(BaseEstimator):
                               device=self.device, progress=self.progress, **options).fit(
                 arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
             mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
+        if names_tried is not None:
+            self._record_starts(names_tried)
         self.posteriors_ = {}
         for k, view in enumerate(names):
             free = np.setdiff1d(np.arange(views.n_samples[view]), groups[:, k])
@@ -635,6 +680,32 @@ class MAD(BaseEstimator):
                                       np.asarray(var[rows[view][free]], np.float64))
         self.entities_ = (n_entities, rows)
         self.timings_ = {"fit_seconds": time.perf_counter() - start, "infer_seconds": 0.0}
+
+    def _starts_to_try(self) -> tuple:
+        """The starts of this fit: every one of ``starts`` (default: ``STARTS`` on the collapsed engine, the
+        joint Laplacian alone on the SVI engine) until a fit has kept one (``start_``), then that one."""
+        if getattr(self, "start_", None) is not None:
+            return (self.start_,)
+        if self.starts is None:
+            return STARTS if self.engine == "collapsed" else ("joint_laplacian",)
+        return (self.starts,) if isinstance(self.starts, str) else tuple(self.starts)
+
+    def _record_starts(self, tried: tuple) -> None:
+        """``starts_`` (each start's final bound, and which was kept) and ``start_`` from the fitted MRD's restarts
+        (a start MRD could not compute was skipped by it, with a warning)."""
+        model = self.model_
+        labels = list(getattr(model, "restart_inits_", ["embedding" if tried[0] == "joint_laplacian" else tried[0]]))
+        bounds = list(getattr(model, "restart_bounds_", [model.elbo()]))
+        best = int(getattr(model, "best_restart_", 0))
+        named = {("embedding" if t == "joint_laplacian" else t): t for t in tried}
+        records = []
+        for k, (label, bound) in enumerate(zip(labels, bounds)):
+            base = label.split(" (jitter")[0]
+            records.append({"start": named.get(base, base) + label[len(base):], "elbo": float(bound),
+                            "kept": k == best})
+        self.starts_ = records
+        kept = labels[best].split(" (jitter")[0]
+        self.start_ = named.get(kept, kept)
 
     def _correspondence_edges(self, n_entities: int, rows: dict) -> tuple:
         """Soft correspondences as graph weights: the ``correspondence_neighbors`` most probable partners of
@@ -883,6 +954,7 @@ class MAD(BaseEstimator):
         for k, (signs, pairs, scores, n_mutual) in enumerate(candidates):
             correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
             self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
+            self.start_ = None  # each candidate's first fit tries every start
             self.bootstrap_ = {"method": bootstrap, "n_mutual_pairs": n_mutual, "pairs": pairs, "correct": correct}
             # their scores (n T_ij or exp(-dist / delta^2)) stand in for probabilities (not calibrated)
             self._discover(a, b, pairs[:, 0], pairs[:, 1], np.clip(scores, 0.0, 1.0), np.zeros(len(pairs)), 0)

@@ -25,7 +25,7 @@ FORMAT = "bayesalign.mad"
 FORMAT_VERSION = 1
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
 _PLAIN = ("shared_threshold_", "converged_", "switched_off_views_", "timings_", "self_training_history_",
-          "latent_prior_", "correspondence_history_")
+          "latent_prior_", "correspondence_history_", "starts_", "start_")
 
 
 class MADFileError(ValueError):

@@ -236,3 +236,48 @@ def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_no
 def test_bad_correspondence_options_are_refused(toy, options, message):
     with pytest.raises(ValueError, match=message):
         ba.MAD(**options).fit(toy)
+
+
+def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_from_it(toy, all_rows, tmp_path):
+    from bayesalign.spectral import JointLaplacianAlignment
+
+    # the default tries the joint Laplacian, PCA and CCA; the kept fit is the one with the highest bound
+    assert [s["start"] for s in all_rows.starts_] == ["joint_laplacian", "pca", "cca"]
+    bounds = [s["elbo"] for s in all_rows.starts_]
+    kept = int(np.argmax(bounds))
+    assert [s["kept"] for s in all_rows.starts_] == [k == kept for k in range(3)]
+    assert all_rows.start_ == all_rows.starts_[kept]["start"]
+    assert all_rows.model_.elbo() == pytest.approx(max(bounds), rel=1e-12)
+    # each start's bound is that of a fit from the start alone (same shapes and threads: round-off)
+    groups = toy.anchor_groups()
+    anchors = [ba.Correspondence(("Y1", "Y2"), groups[:, 0], groups[:, 1])]
+    jl = JointLaplacianAlignment(n_components=4, n_neighbors=10).fit(ba.AlignmentProblem(toy.views, anchors))
+    for start, init in (("joint_laplacian", jl.embedding_), ("cca", "cca")):
+        alone = ba.MAD(latent_dim=4, num_inducing=10, seed=0, mrd_options={"max_iter": 400, "init": init}).fit(toy)
+        bound = next(s["elbo"] for s in all_rows.starts_ if s["start"] == start)
+        assert alone.model_.elbo() == pytest.approx(bound, rel=1e-9)
+        assert alone.starts_ == [] and alone.start_ is None  # the user's init: no starts tried
+    one = ba.MAD(latent_dim=4, num_inducing=10, seed=0, starts=("pca",), mrd_options={"max_iter": 400}).fit(toy)
+    assert one.starts_ == [{"start": "pca", "elbo": pytest.approx(bounds[1], rel=1e-9), "kept": True}]
+    # self-training refits from the kept start only
+    trained = ba.MAD(latent_dim=4, num_inducing=10, seed=0, starts=("cca", "pca"),
+                     mrd_options={"max_iter": 100}).fit(toy, self_training=True, max_rounds=1)
+    first = trained.start_
+    assert first in ("cca", "pca") and len(trained.self_training_history_) >= 1
+    assert trained.model_.restart_inits_ == [first]
+    path = tmp_path / "starts.npz"
+    trained.save(path)
+    loaded = ba.MAD.load(path)
+    assert loaded.starts_ == trained.starts_ and loaded.start_ == first and loaded.starts == ["cca", "pca"]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"starts": ("pca", "spectral")}, "starts must be a non-empty sequence"),
+    ({"starts": ()}, "starts must be a non-empty sequence"),
+    ({"starts": ("pca",), "training": "anchors"}, "starts are the all-rows model's"),
+    ({"starts": ("pca",), "mrd_options": {"init": "cca"}}, "either starts or an 'init'"),
+    ({"starts": ("pca", "cca"), "engine": "svi"}, "engine='svi' takes one start"),
+])
+def test_bad_starts_are_refused(toy, options, message):
+    with pytest.raises(ValueError, match=message):
+        ba.MAD(**options).fit(toy)

@@ -493,3 +493,38 @@ def test_continue_fit_goes_on_from_the_fitted_parameters_and_a_new_prior_counts_
     assert model.n_iter_ == n_before  # the fitted model itself is untouched
     with pytest.raises(ValueError, match="max_iter"):
         copy.deepcopy(model).continue_fit(max_iter=0)
+
+
+def test_several_starts_are_each_the_fit_from_that_start_alone_and_the_best_bound_is_kept():
+    rng = np.random.default_rng(4)
+    t = np.linspace(0, 3 * np.pi, 30)[:, None]
+    views = {"a": np.hstack([np.sin(t), np.cos(t)]) @ rng.normal(size=(2, 5)) + 0.05 * rng.normal(size=(30, 5)),
+             "b": np.hstack([np.sin(t), np.sin(2 * t)]) @ rng.normal(size=(2, 4)) + 0.05 * rng.normal(size=(30, 4))}
+    kwargs = dict(latent_dim=3, num_inducing=8, max_iter=60, warmup_iters=20, progress=False, seed=3)
+    alone = {init: MRD(init=init, **kwargs).fit(views).elbo() for init in ("pca", "cca", "random")}
+    both = MRD(init=("pca", "cca", "random"), **kwargs).fit(views)
+    assert both.restart_inits_ == ["pca", "cca", "random"]
+    # the same computation on the same shapes and thread count: equal to round-off
+    np.testing.assert_allclose(both.restart_bounds_, [alone["pca"], alone["cca"], alone["random"]], rtol=1e-9)
+    assert both.best_restart_ == int(np.argmax(both.restart_bounds_))
+    assert both.elbo() == pytest.approx(both.restart_bounds_.max(), rel=1e-12)
+    # with n_restarts, each start is restarted (jittered) that often
+    jittered = MRD(init=("pca", "cca"), n_restarts=2, **kwargs).fit(views)
+    assert jittered.restart_inits_ == ["pca", "pca (jitter 1)", "cca", "cca (jitter 1)"]
+    assert jittered.restart_bounds_[2] == pytest.approx(alone["cca"], rel=1e-9)
+    with pytest.raises(ValueError, match="empty sequence of starts"):
+        MRD(init=(), **kwargs).fit(views)
+
+
+def test_a_start_that_cannot_be_computed_is_skipped_with_a_warning():
+    from bayesalign.gp import BayesianGPLVM
+
+    Y = np.random.default_rng(0).normal(size=(25, 4))
+    kwargs = dict(latent_dim=2, num_inducing=6, max_iter=20, warmup_iters=5, progress=False, seed=0)
+    with pytest.warns(RuntimeWarning, match="start 'cca' was skipped: init='cca' needs at least two views"):
+        model = BayesianGPLVM(init=("cca", "pca"), **kwargs).fit(Y)
+    assert model.restart_inits_ == ["pca"]
+    with pytest.raises(ValueError, match="needs at least two views"):  # a single start keeps its own error
+        BayesianGPLVM(init="cca", **kwargs).fit(Y)
+    with pytest.raises(ValueError, match="none of the starts"), pytest.warns(RuntimeWarning):
+        BayesianGPLVM(init=("cca", "cca"), **kwargs).fit(Y)

@@ -43,6 +43,24 @@ __all__ = ["LatentGPBase", "LatentGPModule", "anchored_latent", "as_paired_views
            "resolve_dtype"]
 
 
+def _starts(init) -> list:
+    """The starts of a fit: ``init`` itself, or each element of a tuple / list of starts (names,
+    LatentEmbeddings, 2-d arrays); a nested list of numbers is one array start."""
+    if isinstance(init, (tuple, list)) and len(init) > 0 and all(
+            isinstance(i, (str, LatentEmbedding)) or (isinstance(i, np.ndarray) and i.ndim == 2) for i in init):
+        return list(init)
+    if isinstance(init, (tuple, list)) and len(init) == 0:
+        raise ValueError("init is an empty sequence of starts; give at least one")
+    return [init]
+
+
+def _init_label(init) -> str:
+    """A start's name in ``restart_inits_``."""
+    if isinstance(init, str):
+        return init
+    return "embedding" if isinstance(init, LatentEmbedding) else "array"
+
+
 class LatentGPBase(BaseEstimator):
     """Fit / predict / infer / save for BayesianGPLVM and MRD (see :class:`bayesalign.gp.MRD`)."""
 
@@ -102,6 +120,7 @@ class LatentGPBase(BaseEstimator):
     def _fit_views(self, names: list[str], arrays: list[np.ndarray], observed=None, n_entities=None,
                    latent_prior=None):
         dtype, device = self._check_params()
+        inits = _starts(self.init)
         observed, N = check_observed(observed, names, arrays, n_entities)  # N entities
         Q = int(self.latent_dim)
         if N < 2:
@@ -118,20 +137,24 @@ class LatentGPBase(BaseEstimator):
         prepared = [centre_view(Y, name) for name, Y in zip(names, arrays)]
         centred = [p[0] for p in prepared]
         partial = any(rows is not None for rows in observed)
-        if partial and isinstance(self.init, LatentEmbedding):
-            X0 = entity_means_from_embedding(self.init, names, observed, N, Q)
-        elif partial and isinstance(self.init, str) and self.init != "random":
-            X0 = anchored_latent(self.init, names, centred, observed, N, Q, self.seed)  # [N, Q], or None
-            if X0 is None:  # too few entities seen by every view: complete the views by a low-rank SVD
-                X0 = init_latent(self.init, names, complete_views(centred, observed, N, Q), Q, self.seed)
-        else:
-            X0 = init_latent(self.init, names, centred, Q, self.seed, n_rows=N)  # [N, Q]
         unseen = np.setdiff1d(np.arange(N), seen)  # entities no view observes start (and stay) at the prior
-        X0 = X0.copy()
-        X0[unseen] = 0.0
+        starts = []  # (label, [N, Q] initial means) of every start
+        for init in inits:
+            try:
+                X0 = self._initial_means(init, names, centred, observed, N, partial)
+            except ValueError as error:  # e.g. "cca" with fewer shared axes than latent_dim
+                if len(inits) == 1:
+                    raise
+                warnings.warn(f"{self._method}: start {_init_label(init)!r} was skipped: {error}", RuntimeWarning,
+                              stacklevel=3)
+                continue
+            X0 = X0.copy()
+            X0[unseen] = 0.0
+            starts.append((_init_label(init), X0))
+        if not starts:
+            raise ValueError(f"none of the starts {[_init_label(i) for i in inits]} could be computed (warned above)")
         q_variance = np.full((N, Q), float(self.init_variance))
         q_variance[unseen] = 1.0
-        rng = as_rng(self.seed)
         n_z = len(names) if getattr(self, "inducing", "shared") == "per_view" else 1
         variances = [float(np.square(Y).sum() / Y.size) for Y in centred]  # mean column variance per view
         noise = np.array([var / self.snr for var in variances])
@@ -145,10 +168,13 @@ class LatentGPBase(BaseEstimator):
             return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
 
         n_restarts = int(getattr(self, "n_restarts", 1))
-        best, bounds = None, []
-        for restart in range(n_restarts):
-            # restart 0 starts at the initialisation itself; the others at a jittered copy (30% of each
-            # latent dimension's spread) with their own inducing inputs, as GPy's optimize_restarts
+        best, bounds, labels = None, [], []
+        runs = [(label, X0, restart) for label, X0 in starts for restart in range(n_restarts)]
+        for label, X0, restart in runs:
+            if restart == 0:  # each start's fits draw as a fit from that start alone would (an int seed)
+                rng = as_rng(self.seed)
+            # restart 0 of a start starts at the initialisation itself; the others at a jittered copy (30% of
+            # each latent dimension's spread) with their own inducing inputs, as GPy's optimize_restarts
             X = X0 if restart == 0 else X0 + 0.3 * X0.std(0) * rng.standard_normal(X0.shape)  # [N, Q]
             X[unseen] = 0.0
             Z0 = X[seen[rng.choice(seen.size, size=M, replace=False)]]  # [M, Q] among the observed entities
@@ -168,21 +194,36 @@ class LatentGPBase(BaseEstimator):
             self._interrupted = False
             self._optimise(self.max_iter)
             bounds.append(self.elbo())
+            labels.append(label if restart == 0 else f"{label} (jitter {restart})")
             state = {k: getattr(self, k) for k in ("module_", "history_", "history_seconds_", "n_warmup_", "n_iter_",
                                                    "converged_")}
-            if best is None or bounds[-1] > best[0]:
+            state["best_restart_"] = len(bounds) - 1
+            if best is None or bounds[-1] > best[0] or (np.isnan(best[0]) and not np.isnan(bounds[-1])):
                 best = (bounds[-1], state)
             if self._interrupted:  # KeyboardInterrupt: keep the best fit so far, run no more restarts
                 break
         for key, value in best[1].items():
             setattr(self, key, value)
         self.restart_bounds_ = np.asarray(bounds)
+        self.restart_inits_ = labels
         self.interrupted_ = self._interrupted
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
         if self.max_iter > 0 and not self.converged_:
             self._warn_unconverged(self.max_iter, self.max_iter, stacklevel=4)
         return self
+
+    def _initial_means(self, init, names, centred, observed, N: int, partial: bool) -> np.ndarray:
+        """q(X) means [N, Q] of one start (``init``: a name, a LatentEmbedding or an array)."""
+        Q = int(self.latent_dim)
+        if partial and isinstance(init, LatentEmbedding):
+            return entity_means_from_embedding(init, names, observed, N, Q)
+        if partial and isinstance(init, str) and init != "random":
+            X0 = anchored_latent(init, names, centred, observed, N, Q, self.seed)  # [N, Q], or None
+            if X0 is None:  # too few entities seen by every view: complete the views by a low-rank SVD
+                X0 = init_latent(init, names, complete_views(centred, observed, N, Q), Q, self.seed)
+            return X0
+        return init_latent(init, names, centred, Q, self.seed, n_rows=N)  # [N, Q]
 
     def _warn_unconverged(self, budget: int, asked: int, stacklevel: int) -> None:
         """ConvergenceWarning: the fit stopped at its ``budget`` of evaluations (``asked`` in this call) or on

@@ -64,7 +64,9 @@ class MRD(LatentGPBase):
         gives the mean of its views' coordinates, centred and scaled the same way; an array is used
         as given. "cca" is the better start when the views have a few strong shared and private
         signals, not everywhere on real data, hence not the default (benchmarks/RESULTS.md,
-        "Bayesian core").
+        "Bayesian core"). A tuple or list of such starts (e.g. ``("pca", "cca")``) fits from each
+        and keeps the highest bound (with ``n_restarts``, each start is restarted that often); a start
+        that cannot be computed on these views is skipped with a RuntimeWarning.
     init_variance : float
         Initial q(X) variance of every point and dimension.
     snr : float
@@ -120,8 +122,13 @@ class MRD(LatentGPBase):
     module_ : LatentGPModule
         The torch module with every parameter.
     view_names_ : tuple of str
-    restart_bounds_ : array [n_restarts]
-        The final bound of every restart (the model kept is the argmax).
+    restart_bounds_ : array [n_starts * n_restarts]
+        The final bound of every restart (the model kept is the argmax, ``best_restart_``).
+    restart_inits_ : list of str
+        The start of every restart: its name ("pca", ...; "embedding", "array"), with
+        " (jitter k)" for the jittered restarts.
+    best_restart_ : int
+        Index of the kept restart in ``restart_bounds_``.
     history_ : array
         The bound at every evaluation of the kept restart (warm-up first: ``n_warmup_`` of them).
     history_seconds_ : array
