@@ -159,12 +159,13 @@ class MAD(BaseEstimator):
       anchor group seen by all its views, any other row by its own view alone):
       :math:`\sum_v F_v(Y_v; q(X)[\mathrm{obs}_v]) - \mathrm{KL}(q(X) \| p(X))`, with p(X) a graph
       prior that keeps each row near its kNN neighbours (``latent_prior="graph"``,
-      :class:`bayesalign.gp.priors.GraphLaplacianPrior`) and q(X) started from the joint-Laplacian
-      embedding; the unaligned rows' posteriors are their entities' q(x). Every row teaches the GP
+      :class:`bayesalign.gp.priors.GraphLaplacianPrior`) and q(X) fitted from several starts (the
+      joint-Laplacian embedding, PCA and CCA of the anchors; ``starts``), the highest bound kept;
+      the unaligned rows' posteriors are their entities' q(x). Every row teaches the GP
       mappings and the ARD weights. ``engine="svi"`` fits the same model with Pyro SVI
       (:class:`bayesalign.gp.StochasticMRD`, the same graph prior); it also takes views with missing
       entries (``Views(..., allow_missing=True)``): a NaN is left out of its view's likelihood,
-      never imputed (only the joint-Laplacian start reads it as its column's mean).
+      never imputed (only the start and the graph's neighbourhoods read it as its column's mean).
 
     Either way, the posteriors are matched in the latent dimensions that the ARD relevance
     weights mark as shared by both views (section 3.1). On every shipped real pair at 10% anchors
@@ -249,7 +250,7 @@ class MAD(BaseEstimator):
         the anchor pairs, inferred again from one view at a time, align better under it (see
         :meth:`_refine_correspondences`; judged on the first two views). Each round costs one fit.
         0: off. Self-training (``fit(self_training=True)``) runs after the rounds and refits without
-        their edges, from the joint-Laplacian start.
+        their edges, from the kept start (``start_``).
     correspondence_neighbors : int
         Partners per row (each way) that a round joins it to.
     starts : sequence of {"joint_laplacian", "pca", "cca"}, optional
