@@ -391,12 +391,17 @@ def test_plots_draw_the_model_numbers(fitted):
     assert ax.lines[1].get_xdata()[0] == model.n_warmup_
 
 
-def test_restarts_keep_the_best_bound_and_the_first_restart_is_the_plain_fit():
+def _restart_workload():
+    """Two views of 30 rows sharing one curve, and a short fit's settings (restart and start tests)."""
     rng = np.random.default_rng(4)
     t = np.linspace(0, 3 * np.pi, 30)[:, None]
     views = {"a": np.hstack([np.sin(t), np.cos(t)]) @ rng.normal(size=(2, 5)) + 0.05 * rng.normal(size=(30, 5)),
              "b": np.hstack([np.sin(t), np.sin(2 * t)]) @ rng.normal(size=(2, 4)) + 0.05 * rng.normal(size=(30, 4))}
-    kwargs = dict(latent_dim=3, num_inducing=8, max_iter=60, warmup_iters=20, progress=False, seed=3)
+    return views, dict(latent_dim=3, num_inducing=8, max_iter=60, warmup_iters=20, progress=False, seed=3)
+
+
+def test_restarts_keep_the_best_bound_and_the_first_restart_is_the_plain_fit():
+    views, kwargs = _restart_workload()
     plain = MRD(**kwargs).fit(views)
     three = MRD(n_restarts=3, **kwargs).fit(views)
     assert three.restart_bounds_.shape == (3,)
@@ -496,11 +501,7 @@ def test_continue_fit_goes_on_from_the_fitted_parameters_and_a_new_prior_counts_
 
 
 def test_several_starts_are_each_the_fit_from_that_start_alone_and_the_best_bound_is_kept():
-    rng = np.random.default_rng(4)
-    t = np.linspace(0, 3 * np.pi, 30)[:, None]
-    views = {"a": np.hstack([np.sin(t), np.cos(t)]) @ rng.normal(size=(2, 5)) + 0.05 * rng.normal(size=(30, 5)),
-             "b": np.hstack([np.sin(t), np.sin(2 * t)]) @ rng.normal(size=(2, 4)) + 0.05 * rng.normal(size=(30, 4))}
-    kwargs = dict(latent_dim=3, num_inducing=8, max_iter=60, warmup_iters=20, progress=False, seed=3)
+    views, kwargs = _restart_workload()
     alone = {init: MRD(init=init, **kwargs).fit(views).elbo() for init in ("pca", "cca", "random")}
     both = MRD(init=("pca", "cca", "random"), **kwargs).fit(views)
     assert both.restart_inits_ == ["pca", "cca", "random"]
