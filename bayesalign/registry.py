@@ -108,8 +108,8 @@ _ENTRIES = [
                "Bayesian GP-LVM per view + Procrustes on the anchors",
                "Titsias & Lawrence 2010; Wang & Mahadevan 2008", bayesian=True,
                requires=("bayesalign.gp:BayesianGPLVM", "bayesalign.spectral:ProcrustesAlignment")),
-    MethodSpec("mad", "bayesalign.mad:MAD", "mad", "MRD on the anchors, posteriors of the rest, matched "
-               "(--matcher, --cost)", "Damianou, Lawrence & Ek 2016", probabilistic=True, bayesian=True),
+    MethodSpec("mad", "bayesalign.mad:MAD", "mad", "partially observed MRD over every row, the posteriors "
+               "matched (--matcher, --cost)", "Damianou, Lawrence & Ek 2016", probabilistic=True, bayesian=True),
 ]
 _ENTRIES += [MethodSpec(f"mad-{m}-{c}", "bayesalign.mad:MAD", "mad", f"MAD, {m} matcher, {c} cost",
                         "Damianou, Lawrence & Ek 2016", {"matcher": m, "cost": c}, True, True)
