@@ -262,7 +262,8 @@ class MAD(BaseEstimator):
         (the bound is multimodal, and which start reaches the best optimum varies from one data set to
         the next, ``benchmarks/RESULTS.md``). Each start costs one fit; self-training refits from the
         kept start only. Default (None): all three on the collapsed engine, the joint Laplacian alone
-        with ``engine="svi"`` (whose stochastic bound cannot rank starts).
+        with ``engine="svi"``, which takes one start ("joint_laplacian" or "pca"; its stochastic bound
+        cannot rank starts).
 
     Attributes
     ----------
@@ -416,6 +417,9 @@ class MAD(BaseEstimator):
             if self.engine == "svi" and len(starts) > 1:
                 raise ValueError("several starts are chosen between by the exact collapsed bound; engine='svi' "
                                  "takes one start")
+            if self.engine == "svi" and "cca" in starts:
+                raise ValueError("engine='svi' starts from 'joint_laplacian' or 'pca' (StochasticMRD has no 'cca' "
+                                 "initialisation)")
         if self.correspondence_rounds and not float(self.graph_strength) > 0:
             raise ValueError("correspondence_rounds needs graph_strength > 0: the soft correspondences enter the "
                              "fit as edges of the graph prior, weighted by graph_strength")

@@ -277,6 +277,7 @@ def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_fr
     ({"starts": ("pca",), "training": "anchors"}, "starts are the all-rows model's"),
     ({"starts": ("pca",), "mrd_options": {"init": "cca"}}, "either starts or an 'init'"),
     ({"starts": ("pca", "cca"), "engine": "svi"}, "engine='svi' takes one start"),
+    ({"starts": ("cca",), "engine": "svi"}, "StochasticMRD has no 'cca'"),
 ])
 def test_bad_starts_are_refused(toy, options, message):
     with pytest.raises(ValueError, match=message):
