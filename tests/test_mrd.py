@@ -529,3 +529,5 @@ def test_a_start_that_cannot_be_computed_is_skipped_with_a_warning():
         BayesianGPLVM(init="cca", **kwargs).fit(Y)
     with pytest.raises(ValueError, match="none of the starts"), pytest.warns(RuntimeWarning):
         BayesianGPLVM(init=("cca", "cca"), **kwargs).fit(Y)
+    with pytest.raises(ValueError, match="init array must have shape"):  # a given start that does not fit: bad input
+        BayesianGPLVM(init=("pca", np.zeros((24, 2))), **kwargs).fit(Y)

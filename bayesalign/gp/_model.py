@@ -143,7 +143,7 @@ class LatentGPBase(BaseEstimator):
             try:
                 X0 = self._initial_means(init, names, centred, observed, N, partial)
             except ValueError as error:  # e.g. "cca" with fewer shared axes than latent_dim
-                if len(inits) == 1:
+                if len(inits) == 1 or not isinstance(init, str):  # a given embedding or array that does not fit
                     raise
                 warnings.warn(f"{self._method}: start {_init_label(init)!r} was skipped: {error}", RuntimeWarning,
                               stacklevel=3)

@@ -65,8 +65,9 @@ class MRD(LatentGPBase):
         as given. "cca" is the better start when the views have a few strong shared and private
         signals, not everywhere on real data, hence not the default (benchmarks/RESULTS.md,
         "Bayesian core"). A tuple or list of such starts (e.g. ``("pca", "cca")``) fits from each
-        and keeps the highest bound (with ``n_restarts``, each start is restarted that often); a start
-        that cannot be computed on these views is skipped with a RuntimeWarning.
+        and keeps the highest bound (with ``n_restarts``, each start is restarted that often); a named
+        start that cannot be computed on these views is skipped with a RuntimeWarning (a given
+        embedding or array that does not fit raises).
     init_variance : float
         Initial q(X) variance of every point and dimension.
     snr : float
