@@ -18,12 +18,13 @@ The estimator only (the model is :class:`bayesalign.gp.MRD`, the costs and solve
    expected-accuracy matching under Sinkhorn or perturb-and-MAP marginals.
 
 Beyond the paper (its section 5 "future work"): match probabilities on every alignment,
+learning from every row from several starts, the highest bound kept (``MAD(starts=...)``),
 soft correspondences as inference (``MAD(correspondence_rounds=...)``, judged on the anchors),
 self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), and a
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
 Measured accuracies (the paper's Table 1, self-training, zero anchors) are in
-``benchmarks/RESULTS.md``. (About 1,250 lines, one class: fit (anchors only or all rows), correspondence
+``benchmarks/RESULTS.md``. (About 1,300 lines, one class: fit (anchors only or all rows), correspondence
 rounds, self-training, calibration, the streaming matcher and align all work on the same fitted state.)
 """
 
@@ -676,7 +677,7 @@ class MAD(BaseEstimator):
                               device=self.device, progress=self.progress, **options).fit(
                 arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
             mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
-        if names_tried is not None:
+        if names_tried is not None and getattr(self, "start_", None) is None:  # a fit from scratch, not a refit
             self._record_starts(names_tried)
         self.posteriors_ = {}
         for k, view in enumerate(names):

@@ -265,6 +265,7 @@ def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_fr
     first = trained.start_
     assert first in ("cca", "pca") and len(trained.self_training_history_) >= 1
     assert trained.model_.restart_inits_ == [first]
+    assert [s["start"] for s in trained.starts_] == ["cca", "pca"]  # the first fit's record, kept by the refits
     path = tmp_path / "starts.npz"
     trained.save(path)
     loaded = ba.MAD.load(path)
