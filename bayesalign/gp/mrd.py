@@ -115,7 +115,8 @@ class MRD(LatentGPBase):
     n_restarts : int
         Fits from this many starting points, keeping the one with the highest bound (the bound is
         multimodal; GPy's ``optimize_restarts``). The first starts at ``init``; the others at ``init``
-        plus Gaussian jitter of 30% of each latent dimension's spread, with fresh inducing inputs.
+        plus Gaussian jitter of 30% of each latent dimension's spread, with fresh inducing inputs
+        (with several starts in ``init``: this many fits from each).
         A higher bound is a better model of the data it was fitted on, not always a better alignment.
 
     Attributes
