@@ -192,9 +192,14 @@ class LatentGPBase(BaseEstimator):
             self.n_iter_ = 0
             self.converged_ = False
             self._interrupted = False
-            self._optimise(self.max_iter)
+            run_label = label if restart == 0 else f"{label} (jitter {restart})"
+            self._start_tag = f" (start {run_label})" if len(runs) > 1 else ""  # the progress bar's name
+            try:
+                self._optimise(self.max_iter)
+            finally:
+                self._start_tag = ""
             bounds.append(self.elbo())
-            labels.append(label if restart == 0 else f"{label} (jitter {restart})")
+            labels.append(run_label)
             state = {k: getattr(self, k) for k in ("module_", "history_", "history_seconds_", "n_warmup_", "n_iter_",
                                                    "converged_")}
             state["best_restart_"] = len(bounds) - 1
@@ -277,9 +282,10 @@ class LatentGPBase(BaseEstimator):
         main = int(max_iter) - warmup
         after = main if self.precondition_after is None else min(int(self.precondition_after), main)
         # (parameters, evaluations, description, preconditioned)
-        phases = [(params, warmup, f"{self._method} warm-up", False),
-                  (params + [module.raw_noise], after, self._method, False),
-                  (params + [module.raw_noise], main - after, f"{self._method} preconditioned", True)]
+        name = self._method + getattr(self, "_start_tag", "")  # e.g. "MRD (start cca)" among several starts
+        phases = [(params, warmup, f"{name} warm-up", False),
+                  (params + [module.raw_noise], after, name, False),
+                  (params + [module.raw_noise], main - after, f"{name} preconditioned", True)]
         plain_converged = False
         for phase_params, budget, desc, precondition in phases:
             if budget <= 0:
