@@ -332,6 +332,34 @@ def test_lbfgs_from_scratch_reaches_the_collapsed_bound(toy_views):
     assert svi.elbo_history_[-1] > svi.elbo_history_[100]
 
 
+def test_adam_path_normalises_the_latent_every_hundred_epochs(toy_views):
+    # Under N(0, I) the Adam path moves q(X), the inducing inputs and the lengthscales to the exact shift and
+    # scale of each latent dimension that minimise the KL at equal likelihood (as the collapsed engine does at
+    # its L-BFGS restarts): a fit of NORMALISE_EVERY minibatch epochs ends on that step, so each dimension's
+    # means average 0 and its second moments (mu^2 + S) average 1 (to round-off), and the likelihood terms are
+    # those before the step (compared through the ELBO minus its KL, on the same parameters).
+    every = StochasticMRD.NORMALISE_EVERY
+    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, batch_size=30, max_epochs=every, warmup_epochs=0,
+                               progress=False, seed=0), toy_views)
+    mu, S = svi.latent_mean_, svi.latent_variance_
+    np.testing.assert_allclose(mu.mean(0), 0.0, atol=1e-10)
+    np.testing.assert_allclose((mu ** 2 + S).mean(0), 1.0, rtol=1e-10)
+    # the step itself: the ELBO rises by exactly the KL it removes (the likelihood terms are unchanged)
+    svi.model_.q_x.mean.data.mul_(2.0)  # off the normalised point
+    kl = lambda: 0.5 * float((svi.model_.q_x.mean ** 2 + svi.model_.q_x.variance - 1
+                              - svi.model_.q_x.variance.log()).sum().detach())
+    before, kl_before = svi.elbo(), kl()
+    svi._normalise_latent()
+    assert kl() < kl_before
+    assert svi.elbo() - before == pytest.approx(kl_before - kl(), rel=1e-8)
+    # under another prior (a GP over time, whose KL the step would not minimise) nothing moves
+    timed = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, batch_size=60, max_epochs=2, warmup_epochs=0,
+                                 latent_prior="gp", progress=False, seed=0), toy_views, time_index=np.arange(60.0))
+    state = {k: v.clone() for k, v in timed.model_.state_dict().items()}
+    timed._normalise_latent()
+    assert all(torch.equal(state[k], v) for k, v in timed.model_.state_dict().items())
+
+
 def test_lbfgs_refuses_a_stochastic_elbo(toy_views):
     binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
     with pytest.raises(ValueError, match="every view Gaussian"):
