@@ -24,7 +24,8 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   fails with a MemoryError, reported as such. ``--scale-one ours`` runs only this engine in this process
   and prints its ELBO per epoch (the noise held for ``--warmup-epochs``, default 2).
 
---missing 0.2: ``MAD(engine="svi")`` on MAD's toy (N=100, 20 anchors) with both views Gaussian, complete against
+--missing 0.2: ``MAD(engine="svi")`` on MAD's toy (``--toy``, "linear_shared_private" by default, or
+  "linear_shared"; N=100, 20 anchors) with both views Gaussian, complete against
   20% of the entries of each view set to NaN at random (``Views(..., allow_missing=True)``: left out of the
   likelihood, never imputed); accuracy of both over ``--seeds`` (``--optimizer lbfgs`` for the full-batch
   optimiser, ``--init pca`` for StochasticMRD's PCA start instead of MAD's joint-Laplacian one). Beside it an
@@ -164,15 +165,14 @@ def missing(args):
     """``ba.MAD(engine="svi")`` on MAD's toy, complete against holed views (``Views(..., allow_missing=True)``)."""
     import bayesalign as ba
 
-    print(f"MAD toy linear_shared_private, N=100, 20 anchors, Gaussian views, complete and with {args.missing:.0%} of "
+    print(f"MAD toy {args.toy}, N=100, 20 anchors, Gaussian views, complete and with {args.missing:.0%} of "
           f"the entries of each view NaN at random; MAD(engine='svi', optimizer={args.optimizer!r}, "
           f"init={args.init!r}), {args.epochs} {'evaluations' if args.optimizer == 'lbfgs' else 'epochs'}, "
           "Hungarian on the likelihood cost")
     results = {"complete": [], "missing": []}
     oracle = {"complete": [], "missing": []}
     for seed in args.seeds:
-        problem, latent = ba.datasets.mad_toy("linear_shared_private", seed=seed, n=100, n_anchors=20,
-                                              return_latent=True)
+        problem, latent = ba.datasets.mad_toy(args.toy, seed=seed, n=100, n_anchors=20, return_latent=True)
         rng = np.random.default_rng(1000 + seed)
         holed = {}
         for v in ("Y1", "Y2"):
@@ -183,7 +183,7 @@ def missing(args):
             start = time.perf_counter()
             acc, n_shared = _mad_accuracy(problem, views, seed, args)
             results[label].append(acc)
-            oracle[label].append(_oracle_accuracy(problem, latent, views))
+            oracle[label].append(_oracle_accuracy(problem, latent, views, private=args.toy != "linear_shared"))
             print(f"  seed {seed}: {label:9s} accuracy {acc:.3f} ({n_shared} shared dims, "
                   f"{time.perf_counter() - start:.1f} s); oracle {oracle[label][-1]:.3f}", flush=True)
     for label, accs in results.items():
@@ -192,15 +192,18 @@ def missing(args):
           f"(oracle {np.mean(oracle['complete']) - np.mean(oracle['missing']):.3f})")
 
 
-def _oracle_accuracy(problem, latent, views):
+def _oracle_accuracy(problem, latent, views, private=True):
     """Accuracy of matching with the toy's generating latent known: per view a linear map Y = [x12, x_v] W
-    and the noise variance fitted by least squares on all rows, q(x) the exact Gaussian posterior under
-    N(0, var(latent) I) from each unaligned row's observed entries, Hungarian on the likelihood cost of x12."""
+    (``private=False``, the toy "linear_shared": Y = x12 W) and the noise variance fitted by least squares on all
+    rows, q(x) the exact Gaussian posterior under N(0, var(latent) I) from each unaligned row's observed entries,
+    Hungarian on the likelihood cost of x12."""
     from scipy.optimize import linear_sum_assignment
 
     import bayesalign as ba
 
     inputs = {"Y1": latent[:, [2, 3, 0]], "Y2": latent[:, [2, 3, 1]]}  # [x12, x_v], [n, 3]
+    if not private:
+        inputs = {v: latent[:, [2, 3]] for v in inputs}  # x12 [n, 2]
     prior_var = float(latent.var())
     posteriors = {}
     for v in ("Y1", "Y2"):
@@ -211,7 +214,7 @@ def _oracle_accuracy(problem, latent, views):
         mean, var = np.zeros((rows.size, 2)), np.zeros((rows.size, 2))
         for k, y in enumerate(np.asarray(views[v])[rows]):
             seen = ~np.isnan(y)
-            cov = np.linalg.inv(np.eye(3) / prior_var + W[:, seen] @ W[:, seen].T / noise)  # [3, 3]
+            cov = np.linalg.inv(np.eye(W.shape[0]) / prior_var + W[:, seen] @ W[:, seen].T / noise)  # [3, 3]
             mu = cov @ W[:, seen] @ y[seen] / noise
             mean[k], var[k] = mu[:2], np.diag(cov)[:2]
         posteriors[v] = (rows, mean, var)
@@ -354,6 +357,8 @@ def main():
     parser.add_argument("--counts", action="store_true")
     parser.add_argument("--missing", type=float, default=None, metavar="FRACTION",
                         help="complete views against this fraction of NaN entries (MAD's toy)")
+    parser.add_argument("--toy", choices=["linear_shared", "linear_shared_private"], default="linear_shared_private",
+                        help="MAD's toy of --missing")
     parser.add_argument("--init", choices=["joint-laplacian", "pca"], default="joint-laplacian",
                         help="--missing, --likelihood: q(X)'s start")
     parser.add_argument("--seed", type=int, default=0)
