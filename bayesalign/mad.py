@@ -44,14 +44,16 @@ from .matching import (
     MATCHERS,
     gromov_wasserstein_coupling,
     likelihood_cost,
-    linear_assignment,
     match,
     mean_distance_cost,
     mutual_nearest,
     pair_costs,
+    posterior_assignment,
+    posterior_marginals,
     posterior_temperature,
     sinkhorn_probabilities,
 )
+from .matching.costs import cost_source
 from .matching.matcher import _cost_matrix
 from .metrics import evaluate
 
@@ -729,16 +731,15 @@ class MAD(BaseEstimator):
                 if len(self.shared_dims(a, b)) == 0:
                     continue
                 rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
-                C = _cost_matrix(self.cost, ma, va, mb, vb)  # [n_a, n_b], dense as cost_matrix()'s
-                P = sp.csr_matrix(sinkhorn_probabilities(C, posterior_temperature(self.cost, va, vb), None, ma, mb))
+                P = posterior_marginals(self.cost, ma, va, mb, vb, posterior_temperature(self.cost, va, vb))
                 entity_a, entity_b = rows[a][rows_a], rows[b][rows_b]  # the entity of each candidate row
                 for M, heads_of, tails_of in ((P, entity_a, entity_b), (P.T.tocsr(), entity_b, entity_a)):
                     heads, tails, mass = _top_k_per_row(M, k)
                     W = sp.coo_matrix((mass, (heads_of[heads], tails_of[tails])),
                                       shape=(n_entities, n_entities)).tocsr()
                     weights = weights.maximum(W).maximum(W.T)
-                if pairs is None:  # the optimal assignment (Hungarian) of the first two views
-                    found = linear_assignment(C)
+                if pairs is None:  # the optimal assignment (Hungarian) of the first two views, as align() finds it
+                    found = posterior_assignment(self.cost, ma, va, mb, vb)
                     pairs = set(zip(rows_a[found.index_a].tolist(), rows_b[found.index_b].tolist()))
         return weights.tocsr(), pairs
 
@@ -1146,7 +1147,7 @@ class MAD(BaseEstimator):
         alone and q_b(x_t) from y_t of b alone (``MRD.infer``, the fitted model fixed), as if
         unaligned, and joins the unaligned rows. T minimises the negative log of the match
         probabilities MAD reports (the Sinkhorn marginals P_T of exp(-C / T) over the unaligned
-        rows and the re-inferred anchors, :func:`~bayesalign.matching.sinkhorn_probabilities`)
+        rows and the re-inferred anchors, :func:`~bayesalign.matching.posterior_marginals`)
         of the true anchor pairs:
 
         .. math:: T^\ast = \arg\min_T \; -\sum_{(i,t)\,\in\,\text{anchors}} \log P_T[i, t]
@@ -1176,11 +1177,11 @@ class MAD(BaseEstimator):
                           f"probabilities use the posterior temperature {default:.3g}", RuntimeWarning, stacklevel=3)
             self.calibration_[key] = {**record, "temperature": default, "fallback": True}
             return default
-        C, true_a, true_b, pool_a, pool_b = self._anchor_pool(a, b, cost)
+        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b)
 
         def objective(log_t: float) -> float:
-            P = sinkhorn_probabilities(C, float(np.exp(log_t)), None, pool_a, pool_b)
-            return -float(np.log(np.maximum(P[true_a, true_b], np.finfo(float).tiny)).sum())
+            P = posterior_marginals(cost, *pool_a, *pool_b, float(np.exp(log_t)))  # csr [n_a + n, n_b + n]
+            return -float(np.log(np.maximum(np.asarray(P[true_a, true_b]).ravel(), np.finfo(float).tiny)).sum())
 
         centre = np.log(default)
         found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
@@ -1190,10 +1191,11 @@ class MAD(BaseEstimator):
                                   "objective_at_posterior_temperature": objective(centre)}
         return T
 
-    def _anchor_pool(self, a, b, cost: str):
+    def _anchor_pool(self, a, b):
         """The unaligned rows of a and b with the anchor pairs appended, each anchor inferred again from
-        its own view alone (the fitted model fixed, as if unaligned): the cost C [n_a + n, n_b + n] in
-        the shared dimensions, the positions of the n true anchor pairs in it, and the pools' means."""
+        its own view alone (the fitted model fixed, as if unaligned): the pools' posteriors (means,
+        variances) [n_a + n, |shared|] and [n_b + n, |shared|] in the shared dimensions, and the positions
+        of the n true anchor pairs in them."""
         _, ma, va, _, mb, vb, dims = self._candidates(a, b)
         anchors = self.problem_.anchors_between(a, b)
         views = self._views(self.problem_)
@@ -1202,8 +1204,7 @@ class MAD(BaseEstimator):
         n = len(anchors)
         pool_a = (np.vstack([ma, xa[0]]), np.vstack([va, xa[1]]))  # unaligned rows of a, then the anchors
         pool_b = (np.vstack([mb, xb[0]]), np.vstack([vb, xb[1]]))
-        C = _cost_matrix(cost, pool_a[0], pool_a[1], pool_b[0], pool_b[1])  # [n_a + n, n_b + n]
-        return C, ma.shape[0] + np.arange(n), mb.shape[0] + np.arange(n), pool_a[0], pool_b[0]
+        return pool_a, pool_b, ma.shape[0] + np.arange(n), mb.shape[0] + np.arange(n)
 
     def _anchor_foscttm(self, a, b) -> float:
         """FOSCTTM of the anchor pairs re-inferred view by view (:meth:`_anchor_pool`) among the unaligned rows:
@@ -1212,8 +1213,8 @@ class MAD(BaseEstimator):
         from .data import Correspondence
         from .metrics import foscttm
 
-        C, true_a, true_b, _, _ = self._anchor_pool(a, b, self.cost)
-        return foscttm(C, Correspondence((a, b), true_a, true_b))
+        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b)  # ranks from the cost's row blocks, never n x n
+        return foscttm(cost_source(self.cost, *pool_a, *pool_b), Correspondence((a, b), true_a, true_b))
 
     def _infer_rows(self, view, Y):
         """q(x) [n, Q] (means, variances) of rows seen in ``view`` only, under the fitted model."""

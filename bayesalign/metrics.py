@@ -298,6 +298,8 @@ class _Distances:
             self.points = (scores.means[views[0]][:, dims], scores.means[views[1]][:, dims])
             self.cost = None
             self.shape = (self.points[0].shape[0], self.points[1].shape[0])
+        elif hasattr(scores, "block") and hasattr(scores, "T"):  # row blocks of a cost (matching.cost_source)
+            self.points, self.cost, self.source, self.shape = None, None, scores, tuple(scores.shape)
         else:
             cost = np.asarray(scores, dtype=np.float64)
             if cost.ndim != 2 or np.isnan(cost).any():
@@ -307,6 +309,8 @@ class _Distances:
 
     def block(self, side, queries, pool):
         """[len(queries), len(pool)] distances from rows ``queries`` of ``side`` (0 = a) to ``pool``."""
+        if self.points is None and self.cost is None:
+            return (self.source if side == 0 else self.source.T).block(queries)[:, pool]
         if self.cost is not None:
             return self.cost[np.ix_(queries, pool)] if side == 0 else self.cost[np.ix_(pool, queries)].T
         q, p = self.points[side][queries], self.points[1 - side][pool]
@@ -345,7 +349,7 @@ def _rank_counts(scores, truth, views, dims, side):
     queries, partners = (ta, tb) if side == 0 else (tb, ta)
     pool = pools[1 - side]
     slot = np.searchsorted(pool, partners)  # position of each true partner in the pool
-    width = pool.size * (1 if dist.cost is not None else dist.points[0].shape[1])
+    width = pool.size * (1 if dist.points is None else dist.points[0].shape[1])
     chunk = max(1, _BLOCK_ENTRIES // max(width, 1))
     closer, tied = np.empty(queries.size), np.empty(queries.size)
     for start in range(0, queries.size, chunk):
@@ -372,9 +376,10 @@ def top_k_accuracy(scores, truth, k: int = 1, views=None, dims=None) -> float:
 
     Parameters
     ----------
-    scores : LatentEmbedding or array (n_a, n_b)
-        An embedding (Euclidean distance in ``dims``, default its shared dimensions) or a
-        cost / distance matrix (lower is closer).
+    scores : LatentEmbedding, array (n_a, n_b) or cost source
+        An embedding (Euclidean distance in ``dims``, default its shared dimensions), a
+        cost / distance matrix (lower is closer), or the row blocks of one that is never formed
+        (:func:`bayesalign.matching.costs.cost_source`).
     truth : Correspondence, AlignmentProblem or int array (n_a,)
     k : int
     views : (str, str), optional

@@ -51,6 +51,8 @@ from .matcher import (
     candidate_rows,
     match,
     nearest_cost_temperature,
+    posterior_assignment,
+    posterior_marginals,
     posterior_temperature,
     sinkhorn_probabilities,
 )
@@ -59,5 +61,5 @@ __all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "Pert
            "assign", "candidate_rows", "gromov_wasserstein_coupling", "knn_edges", "likelihood_cost",
            "linear_assignment", "marginal_assignment", "match", "mean_distance_cost", "mutual_nearest",
            "myopic_assignment", "nearest_cost_temperature", "pair_costs", "pairwise_costs", "perturb_and_map",
-           "posterior_temperature", "sinkhorn", "sinkhorn_marginals", "sinkhorn_probabilities", "sparse_assignment",
-           "sparse_sinkhorn", "squared_distances"]
+           "posterior_assignment", "posterior_marginals", "posterior_temperature", "sinkhorn", "sinkhorn_marginals",
+           "sinkhorn_probabilities", "sparse_assignment", "sparse_sinkhorn", "squared_distances"]

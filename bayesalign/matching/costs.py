@@ -373,6 +373,10 @@ class _PosteriorCosts:
         self.mean_a, self.var_a, self.mean_b, self.var_b = mean_a, var_a, mean_b, var_b
         self.shape = (mean_a.shape[0], mean_b.shape[0])
 
+    @property
+    def T(self):
+        return _PosteriorCosts(self.mean_b, self.var_b, self.mean_a, self.var_a)  # the cost is symmetric
+
     def block(self, rows) -> np.ndarray:
         return likelihood_cost(self.mean_a[rows], self.var_a[rows], self.mean_b, self.var_b)  # [r, n_b]
 

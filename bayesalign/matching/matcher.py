@@ -19,8 +19,8 @@ from .assignment import _has_full_matching, assign, linear_assignment, myopic_as
 from .costs import _MatrixCosts, cost_source, knn_edges, likelihood_cost, mean_distance_cost, pair_costs
 from .entropic import marginal_assignment, perturb_and_map, sinkhorn_marginals, sparse_sinkhorn
 
-__all__ = ["COSTS", "MATCHERS", "candidate_rows", "match", "nearest_cost_temperature", "posterior_temperature",
-           "sinkhorn_probabilities"]
+__all__ = ["COSTS", "MATCHERS", "candidate_rows", "match", "nearest_cost_temperature", "posterior_assignment",
+           "posterior_marginals", "posterior_temperature", "sinkhorn_probabilities"]
 
 MATCHERS = ("hungarian", "myopic", "sinkhorn", "perturb")
 COSTS = ("likelihood", "mean")
@@ -269,11 +269,44 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
     return P.toarray()
 
 
-def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
-    """The same on kNN candidate pairs only (see ``match(sparse=True)``)."""
+def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: float, cost_limit=None,
+                        info=None) -> sp.csr_matrix:
+    """Sinkhorn match marginals (CSR [n_a, n_b]) of two sets of Gaussian posteriors under ``cost``.
+
+    Up to ``SPARSE_ABOVE`` pairs the dense cost and :func:`sinkhorn_probabilities`; above it the
+    (n_a, n_b) matrix is never formed: Sinkhorn starts on the ``SINKHORN_NEIGHBORS`` nearest neighbours
+    of every row (doubled until they admit a matching of every row of the smaller side when there is
+    no ``cost_limit``), and the pairs that carry more than the tolerance join from the cost's row
+    blocks (:func:`~bayesalign.matching.sparse_sinkhorn`; checked up to ``SINKHORN_CHECK_MAX`` pairs).
+    The probabilities ``match`` reports, for callers that need all of them (the temperature fit, the
+    correspondence rounds). ``info`` (a dict) receives ``sinkhorn_error`` and ``probability``.
+    """
+    info = {} if info is None else info
+    ma, mb = np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64)
+    va = None if var_a is None else np.asarray(var_a, np.float64)
+    vb = None if var_b is None else np.asarray(var_b, np.float64)
+    if ma.shape[0] * mb.shape[0] <= SPARSE_ABOVE:
+        C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
+        return sp.csr_matrix(sinkhorn_probabilities(C, temperature, cost_limit, ma, mb, None, info))
+    return _sparse_marginals(cost, (ma, va, mb, vb), temperature, cost_limit, SINKHORN_NEIGHBORS, info)[0]
+
+
+def posterior_assignment(cost: str, mean_a, var_a, mean_b, var_b) -> Alignment:
+    """The optimal assignment (Hungarian) of two sets of Gaussian posteriors under ``cost``, as ``match`` finds it:
+    on the dense cost up to ``SPARSE_ABOVE`` pairs, above on the kNN candidate pairs of the means (doubled until
+    they admit a matching of every row of the smaller side), never forming the (n_a, n_b) matrix."""
+    ma, mb = np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64)
+    if ma.shape[0] * mb.shape[0] <= SPARSE_ABOVE:
+        return linear_assignment(_cost_matrix(cost, ma, var_a, mb, var_b))
+    shape = (ma.shape[0], mb.shape[0])
+    ei, ej, _ = _candidate_pairs(ma, mb, SINKHORN_NEIGHBORS, shape, None)
+    return sparse_assignment(sp.csr_matrix((pair_costs(cost, ma, var_a, mb, var_b, ei, ej), (ei, ej)), shape=shape))
+
+
+def _sparse_marginals(cost, posteriors, T, cost_limit, k, info):
+    """(csr P, ei, ej, ec, k): Sinkhorn marginals on the kNN candidate pairs (ei, ej) with costs ec, completed
+    from the cost's row blocks up to ``SINKHORN_CHECK_MAX`` pairs."""
     ma, va, mb, vb = posteriors
-    if matcher == "perturb" or (matcher == "myopic" and cost == "likelihood"):
-        raise ValueError(f"matcher {matcher!r} with the {cost} cost needs the dense path (sparse=False)")
     shape = (ma.shape[0], mb.shape[0])
     ei, ej, k = _candidate_pairs(ma, mb, k, shape, cost_limit)
     ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
@@ -283,6 +316,16 @@ def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
     info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs" + (
         f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
         " (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
+    return P, ei, ej, ec, k
+
+
+def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
+    """The same on kNN candidate pairs only (see ``match(sparse=True)``)."""
+    ma, va, mb, vb = posteriors
+    if matcher == "perturb" or (matcher == "myopic" and cost == "likelihood"):
+        raise ValueError(f"matcher {matcher!r} with the {cost} cost needs the dense path (sparse=False)")
+    shape = (ma.shape[0], mb.shape[0])
+    P, ei, ej, ec, k = _sparse_marginals(cost, posteriors, T, cost_limit, k, info)
     if matcher == "hungarian" and cost == "mean":
         hard = assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
         info["certified"] = hard.info.get("certified")
