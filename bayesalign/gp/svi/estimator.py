@@ -92,7 +92,7 @@ class StochasticMRD(BaseEstimator):
     exponentially from ``learning_rate`` to ``learning_rate * final_lr_fraction``. Adam's second-moment
     average has a memory of about 100 steps (beta_2 = 0.99, not torch's 0.999): the first epochs' gradients are
     orders of magnitude larger than later ones, and a 1,000-step memory of them shrinks every step for thousands
-    of epochs. Under the standard normal prior, every ``NORMALISE_EVERY`` epochs q(X), the inducing inputs and
+    of epochs. Under the standard normal prior, every ``NORMALISE_EVERY`` steps q(X), the inducing inputs and
     the kernels move to the shift and scale of each latent dimension where KL(q(X) || p(X)) is smallest at the
     same likelihood, as the collapsed engine does at each L-BFGS restart: an exact step along directions in
     which first-order steps crawl (the scale of X against the lengthscales). A Gaussian view's
@@ -231,7 +231,8 @@ class StochasticMRD(BaseEstimator):
     """
 
     _method = "StochasticMRD"
-    #: Epochs between the exact latent normalisations of the Adam path (standard normal prior only).
+    #: Optimiser steps between the exact latent normalisations of the Adam path (standard normal prior only; after
+    #: the warm-up epochs).
     NORMALISE_EVERY = 100
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, likelihood="gaussian", kernel: str = "rbf",
@@ -457,6 +458,7 @@ class StochasticMRD(BaseEstimator):
             bar = tqdm(range(epochs), desc=self._method, disable=not self.progress, leave=False)
             before_step = None  # q(u)'s natural parameters before the last natural-gradient step
             self.natural_gradient_halvings_ = 0
+            n_steps = 0  # optimiser steps so far
             for _ in bar:
                 order = torch.randperm(N, generator=generator).to(device)
                 total = 0.0
@@ -481,10 +483,11 @@ class StochasticMRD(BaseEstimator):
                         before_step = [p.detach().clone() for p in natural]
                         ngd.step()
                     total += -loss.item()
+                    n_steps += 1
+                    if len(history) >= warmup and n_steps % self.NORMALISE_EVERY == 0:
+                        self._normalise_latent()  # exact; a no-op under other priors
                 history.append(total / steps)
                 schedule.step()
-                if len(history) >= warmup and len(history) % self.NORMALISE_EVERY == 0:
-                    self._normalise_latent()  # exact; a no-op under other priors
                 if len(history) == warmup:
                     optimiser.param_groups[1]["lr"] = optimiser.param_groups[0]["lr"]
                 bar.set_postfix(elbo=f"{history[-1]:.4g}")
