@@ -51,10 +51,9 @@ from .matching import (
     posterior_assignment,
     posterior_marginals,
     posterior_temperature,
-    sinkhorn_probabilities,
 )
 from .matching.costs import cost_source
-from .matching.matcher import _cost_matrix
+from .matching.matcher import SPARSE_ABOVE, _cost_matrix
 from .metrics import evaluate
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
@@ -1242,15 +1241,19 @@ class MAD(BaseEstimator):
         P[i, j] approximates the probability that unaligned row ``rows_a[i]`` of a and
         ``rows_b[j]`` of b are the same point; rows and columns sum to at most 1 (the rest is
         the probability of no match: the dustbin with ``cost_limit``, the surplus of the
-        larger view otherwise). T as in the class docstring.
+        larger view otherwise). T as in the class docstring. P is a dense array up to
+        ``SPARSE_ABOVE`` pairs, and above it a CSR matrix of the pairs that carry probability
+        (:func:`~bayesalign.matching.posterior_marginals`; the cost matrix is never formed).
         """
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
-        rows_a, rows_b, C = self.cost_matrix(a, b, cost)  # [n_a, n_b]
-        _, ma, va, _, mb, vb, _ = self._candidates(a, b)
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
         temperature = self._temperature(a, b, cost, temperature)
         T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
-        return rows_a, rows_b, sinkhorn_probabilities(C, T, cost_limit, ma, mb)
+        P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit)  # csr [n_a, n_b]
+        return rows_a, rows_b, (P.toarray() if rows_a.size * rows_b.size <= SPARSE_ABOVE else P)
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
               n_samples: int = 100, temperature: float | None = None, order=None, seed=None,
