@@ -71,6 +71,8 @@ LATENT_PRIORS = ("graph", "standard_normal")
 ENGINES = ("collapsed", "svi")
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
+#: Unsupervised initialisers the all-rows model tries without anchors, their candidates compared by the bound.
+DEFAULT_BOOTSTRAPS = ("gromov_wasserstein", "subspace_procrustes")
 
 
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
@@ -445,7 +447,7 @@ class MAD(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, problem: AlignmentProblem, self_training: bool = False, confidence_threshold: float = 0.9,
-            max_rounds: int = 5, n_bootstrap: int | None = None, bootstrap: str = "gromov_wasserstein",
+            max_rounds: int = 5, n_bootstrap: int | None = None, bootstrap=None,
             bootstrap_reflections: int | None = None) -> MAD:
         """Train MRD on the anchors and infer q(x) of every unaligned row (section 3.1).
 
@@ -461,10 +463,15 @@ class MAD(BaseEstimator):
         n_bootstrap : int, optional
             With no anchors: how many unsupervised pairs to start from (default
             ``max(MIN_ANCHORS, 2 * latent_dim)``); self-training then always runs.
-        bootstrap : {"gromov_wasserstein", "local_patterns"}
-            The unsupervised initialiser for a problem without anchors (see ``_bootstrap``): the
-            most confident mutual pairs of entropic Gromov-Wasserstein (default) or of the
-            local-pattern correspondence. It works when the views' geometry has no symmetry to
+        bootstrap : {"gromov_wasserstein", "subspace_procrustes", "local_patterns"} or a sequence of them
+            The unsupervised initialisers for a problem without anchors
+            (:func:`bayesalign.bootstrap.unsupervised_pairs`): the most confident mutual pairs of
+            entropic Gromov-Wasserstein, of the shared-subspace Procrustes search
+            (:func:`bayesalign.bootstrap.subspace_procrustes`, for views that each add a private
+            signal to the shared one) or of the local-pattern correspondence. Default (None):
+            Gromov-Wasserstein and the subspace search with ``training="all_rows"``, every
+            candidate of both fitted and the highest bound kept; Gromov-Wasserstein alone with
+            ``training="anchors"``. Each works when the views' geometry has no symmetry to
             confuse it and fails outright otherwise (benchmarks/RESULTS.md): check ``bootstrap_``
             and ``self_training_history_``, and give a few anchors when you can.
         bootstrap_reflections : int
@@ -475,8 +482,9 @@ class MAD(BaseEstimator):
             (:func:`bayesalign.bootstrap.reflection_starts`); from each candidate's pairs the
             model is fitted and self-trained (hard EM over the correspondence, :meth:`self_train`),
             and the candidate whose final fit has the highest bound (the evidence of the data under
-            the correspondence it ended with) is kept: restarts of EM, the best bound kept.
-            ``bootstrap_["candidates"]`` lists them all. 0: one bootstrap from
+            the correspondence it ended with) is kept: restarts of EM, the best bound kept; the
+            other bootstraps' candidates join the same comparison.
+            ``bootstrap_["candidates"]`` lists them all (``method``, ``signs``, right pairs, bound). 0: one bootstrap from
             Gromov-Wasserstein's default start. Default (None): 2 with ``training="all_rows"``;
             0 with ``training="anchors"``, whose bound covers the anchor rows only, so the
             candidates' bounds would not compare the same data (more is refused there).
@@ -948,7 +956,7 @@ class MAD(BaseEstimator):
                            ("cost", cost), ("round", np.full(len(index_a), round_))):
             found[key] = np.concatenate([found[key], np.asarray(value, found[key].dtype)])
 
-    def _fit_bootstrapped(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str,
+    def _fit_bootstrapped(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap,
                           reflections: int | None, confidence_threshold: float, max_rounds: int) -> None:
         """No anchors: from each unsupervised candidate's pairs (``_bootstrap_candidates``) the model fitted and
         self-trained; the candidate whose final fit has the highest bound kept (its warnings re-issued, the
@@ -957,11 +965,11 @@ class MAD(BaseEstimator):
         candidates = self._bootstrap_candidates(problem, n_bootstrap, bootstrap, reflections)
         truth = _truth_pairs(problem, a, b)
         records, best = [], None
-        for k, (signs, pairs, scores, n_mutual) in enumerate(candidates):
+        for k, (method, signs, pairs, scores, n_mutual) in enumerate(candidates):
             correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
             self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
             self.start_ = None  # each candidate's first fit tries every start
-            self.bootstrap_ = {"method": bootstrap, "n_mutual_pairs": n_mutual, "pairs": pairs, "correct": correct}
+            self.bootstrap_ = {"method": method, "n_mutual_pairs": n_mutual, "pairs": pairs, "correct": correct}
             # their scores (n T_ij or exp(-dist / delta^2)) stand in for probabilities (not calibrated)
             self._discover(a, b, pairs[:, 0], pairs[:, 1], np.clip(scores, 0.0, 1.0), np.zeros(len(pairs)), 0)
             with warnings.catch_warnings(record=True) as caught:
@@ -969,7 +977,8 @@ class MAD(BaseEstimator):
                 self._fit_model(problem)
                 self.self_train(confidence_threshold, max_rounds)
             bound = float(self.model_.elbo())
-            records.append({"signs": signs, "n_pairs": int(len(pairs)), "correct": correct, "bound": bound,
+            records.append({"method": method, "signs": signs, "n_pairs": int(len(pairs)), "correct": correct,
+                            "bound": bound,
                             "self_training_added": int(sum(h["added"] for h in self.self_training_history_))})
             if best is None or bound > best[0]:
                 best = (bound, k, dict(self.__dict__), list(caught))
@@ -979,15 +988,33 @@ class MAD(BaseEstimator):
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
-    def _bootstrap_candidates(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap: str,
+    def _bootstrap_methods(self, bootstrap) -> tuple:
+        """The unsupervised initialisers a fit without anchors tries: ``bootstrap`` (a name or a sequence of
+        names of ``bayesalign.bootstrap.BOOTSTRAPS``), by default Gromov-Wasserstein and the shared-subspace
+        Procrustes search with ``training="all_rows"`` (their candidates compared by the bound),
+        Gromov-Wasserstein alone with ``training="anchors"``."""
+        from .bootstrap import BOOTSTRAPS
+
+        if bootstrap is None:
+            bootstrap = ("gromov_wasserstein",) if self.training == "anchors" else DEFAULT_BOOTSTRAPS
+        methods = (bootstrap,) if isinstance(bootstrap, str) else tuple(bootstrap)
+        if not methods or any(m not in BOOTSTRAPS for m in methods):
+            raise ValueError(f"bootstrap must be one of {BOOTSTRAPS} or a sequence of them, got {bootstrap!r}")
+        if len(methods) > 1 and self.training == "anchors":
+            raise ValueError("several bootstraps need training='all_rows': their candidates are compared by their "
+                             "bounds, and the anchors-only bound covers different rows for each")
+        return methods
+
+    def _bootstrap_candidates(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap,
                               reflections: int | None) -> list:
-        """Unsupervised starting anchors: per candidate (one per reflection start of Gromov-Wasserstein,
-        or the single local-pattern one) ``(signs, pairs (k, 2), scores (k,), mutual pairs found)``, its
+        """Unsupervised starting anchors: per candidate (one per reflection start of Gromov-Wasserstein, one
+        for each other method) ``(method, signs, pairs (k, 2), scores (k,), mutual pairs found)``, its
         ``n_bootstrap`` highest-scored mutual pairs of :func:`bayesalign.bootstrap.unsupervised_pairs`
         (which, like the start, reads a missing entry as its column's mean)."""
         from .bootstrap import reflection_starts, unsupervised_pairs
 
         a, b = problem.views.names
+        methods = self._bootstrap_methods(bootstrap)
         k = max(MIN_ANCHORS, 2 * int(self.latent_dim)) if n_bootstrap is None else int(n_bootstrap)
         if k < MIN_ANCHORS:
             raise ValueError(f"n_bootstrap must be at least {MIN_ANCHORS}, got {n_bootstrap!r}")
@@ -1000,17 +1027,18 @@ class MAD(BaseEstimator):
                              "their bounds, and the anchors-only bound covers different rows for each")
         views = _mean_filled(problem.views) if any(problem.views.n_missing.values()) else problem.views
         Ya, Yb = views[a], views[b]
-        starts = [((), None)]
-        if bootstrap == "gromov_wasserstein" and reflections > 0:
-            starts = reflection_starts(Ya, Yb, n_axes=int(reflections))
         candidates, found = [], []
-        for signs, start in starts:
-            pairs_all, weights = unsupervised_pairs(Ya, Yb, bootstrap, views=(a, b), init=start)
-            order = np.argsort(-weights, kind="stable")[:k]
-            found.append(int(order.size))
-            if order.size >= MIN_ANCHORS:
-                candidates.append((tuple(int(x) for x in signs), pairs_all[order].astype(np.int64), weights[order],
-                                   int(len(pairs_all))))
+        for method in methods:
+            starts = [((), None)]
+            if method == "gromov_wasserstein" and reflections > 0:
+                starts = reflection_starts(Ya, Yb, n_axes=int(reflections))
+            for signs, start in starts:
+                pairs_all, weights = unsupervised_pairs(Ya, Yb, method, views=(a, b), init=start)
+                order = np.argsort(-weights, kind="stable")[:k]
+                found.append(int(order.size))
+                if order.size >= MIN_ANCHORS:
+                    candidates.append((method, tuple(int(x) for x in signs), pairs_all[order].astype(np.int64),
+                                       weights[order], int(len(pairs_all))))
         if not candidates:
             raise ValueError(f"the unsupervised bootstrap found at most {max(found)} mutual pairs; MAD needs at least "
                              f"{MIN_ANCHORS}: give a few anchors")

@@ -251,9 +251,9 @@ def scale_one(which, args):
         from bayesalign.gp import StochasticMRD
 
         times = []
-        model = StochasticMRD(latent_dim=Q, num_inducing=M, batch_size=B, max_epochs=args.epochs, init="random",
-                              warmup_epochs=args.warmup_epochs, dtype=dtype, device=args.device, progress=False,
-                              seed=0)
+        model = StochasticMRD(latent_dim=Q, num_inducing=M, batch_size=B, max_epochs=args.epochs,
+                              init=args.scale_init, warmup_epochs=args.warmup_epochs, dtype=dtype,
+                              device=args.device, progress=False, seed=0)
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -262,6 +262,9 @@ def scale_one(which, args):
         print(f"ELBO per epoch {np.array2string(model.elbo_history_, precision=4)}; natural-gradient step "
               f"{model.natural_gradient_lr_} after {model.natural_gradient_halvings_} halving(s); "
               f"{time.perf_counter() - start:.0f} s in all", flush=True)
+        tail = np.diff(model.elbo_history_[-4:]) / np.abs(model.elbo_history_[-4:-1])
+        print(f"relative ELBO change over the last 3 epochs {np.array2string(tail, precision=2)}; "
+              f"converged_ {model.converged_}", flush=True)
         print(f"RESULT ours {times:.2f} {_peak_mb():.0f} {model.elbo_history_[-1]:.6g}", flush=True)
     elif which == "gpytorch":
         import gpytorch
@@ -373,6 +376,9 @@ def main():
                         help="--scale: epochs with the noise held (StochasticMRD's warmup_epochs)")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                         help="--scale-one ours: StochasticMRD's dtype")
+    parser.add_argument("--scale-init", choices=["random", "pca"], default="random",
+                        help="--scale-one ours: StochasticMRD's start of q(X) (random as GPyTorch's example; "
+                             "pca is the class default)")
     parser.add_argument("--memory-limit-gb", type=float, default=4.0)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--batch-size", type=int, default=2048)

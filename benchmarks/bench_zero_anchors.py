@@ -11,7 +11,7 @@ anchor: the Gromov-Wasserstein bootstrap, then self-training. Printed side by si
 
 A run counts as right when its exact-match accuracy exceeds 0.5 (the failures are mirror images, near 0).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_zero_anchors.py [--seeds 0 1 2 3] [--toys linear_shared]
+    OMP_NUM_THREADS=1 python benchmarks/bench_zero_anchors.py [--seeds 0 1 2 3] [--toys linear_shared] [--variants default]
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import warnings
 
 import bayesalign as ba
 
+VARIANTS = {"gromov_wasserstein": dict(bootstrap="gromov_wasserstein", bootstrap_reflections=0),
+            "gromov_wasserstein, reflections": dict(bootstrap="gromov_wasserstein", bootstrap_reflections=2),
+            "default": {}}
 SETTINGS = {"linear_shared": dict(latent_dim=4, num_inducing=8),
             "linear_shared_private": dict(latent_dim=5, num_inducing=12)}
 
@@ -30,28 +33,29 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toys", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3])
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    print("| toy | seed | reflections | accuracy | Kendall-tau | candidates: signs right/pairs bound | seconds |")
+    print("| toy | seed | bootstrap | accuracy | Kendall-tau | candidates: method signs right/pairs bound | seconds |")
     print("|---|---|---|---|---|---|---|")
     right = {}
     for toy in args.toys:
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(toy, seed=seed, n_anchors=0).shuffle_unaligned(seed=seed)
-            for reflections in (0, 2):
+            for variant in args.variants:
                 start = time.perf_counter()
-                mad = ba.MAD(seed=seed, progress=False, **SETTINGS[toy]).fit(
-                    problem, bootstrap_reflections=reflections)
+                mad = ba.MAD(seed=seed, progress=False, **SETTINGS[toy]).fit(problem, **VARIANTS[variant])
                 result = ba.metrics.evaluate(mad.align(matcher="hungarian"), problem)
                 chosen = mad.bootstrap_.get("chosen", 0)
-                listed = "; ".join(f"{'*' if k == chosen else ''}{tuple(c['signs'])} {c['correct']}/{c['n_pairs']} "
+                listed = "; ".join(f"{'*' if k == chosen else ''}{c['method']} {tuple(c['signs'])} "
+                                   f"{c['correct']}/{c['n_pairs']} "
                                    f"{c['bound']:.1f}" for k, c in enumerate(mad.bootstrap_["candidates"]))
-                right.setdefault((toy, reflections), []).append(result["accuracy"] > 0.5)
-                print(f"| {toy} | {seed} | {reflections} | {result['accuracy']:.3f} | {result['kendall_tau']:.3f} | "
+                right.setdefault((toy, variant), []).append(result["accuracy"] > 0.5)
+                print(f"| {toy} | {seed} | {variant} | {result['accuracy']:.3f} | {result['kendall_tau']:.3f} | "
                       f"{listed} | {time.perf_counter() - start:.0f} |", flush=True)
     print("\nRuns right (accuracy > 0.5), * = the candidate kept:")
-    for (toy, reflections), hits in right.items():
-        print(f"- {toy}, bootstrap_reflections={reflections}: {sum(hits)} of {len(hits)}")
+    for (toy, variant), hits in right.items():
+        print(f"- {toy}, {variant}: {sum(hits)} of {len(hits)}")
 
 
 if __name__ == "__main__":

@@ -377,7 +377,7 @@ def test_reflection_starts_let_the_bound_pick_the_right_bootstrap_over_its_mirro
 
     problem = mad_toy("linear_shared", seed=1, n_anchors=0).shuffle_unaligned(seed=1)
     mad = MAD(latent_dim=4, num_inducing=8, seed=1, progress=False, mrd_options={"max_iter": 150}).fit(
-        problem, max_rounds=1)
+        problem, max_rounds=1, bootstrap="gromov_wasserstein")
     candidates = mad.bootstrap_["candidates"]
     assert len(candidates) == 4 and {c["signs"] for c in candidates} == {(1, 1), (1, -1), (-1, 1), (-1, -1)}
     bounds = [c["bound"] for c in candidates]
