@@ -484,9 +484,9 @@ class MAD(BaseEstimator):
             and the candidate whose final fit has the highest bound (the evidence of the data under
             the correspondence it ended with) is kept: restarts of EM, the best bound kept; the
             other bootstraps' candidates join the same comparison.
-            ``bootstrap_["candidates"]`` lists them all (``method``, ``signs``, right pairs, bound). 0: one bootstrap from
-            Gromov-Wasserstein's default start. Default (None): 2 with ``training="all_rows"``;
-            0 with ``training="anchors"``, whose bound covers the anchor rows only, so the
+            ``bootstrap_["candidates"]`` lists them all (``method``, ``signs``, right pairs,
+            bound). 0: one bootstrap from Gromov-Wasserstein's default start. Default (None): 2
+            with ``training="all_rows"``; 0 with ``training="anchors"``, whose bound covers the anchor rows only, so the
             candidates' bounds would not compare the same data (more is refused there).
 
         Returns

@@ -11,7 +11,8 @@ anchor: the Gromov-Wasserstein bootstrap, then self-training. Printed side by si
 
 A run counts as right when its exact-match accuracy exceeds 0.5 (the failures are mirror images, near 0).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_zero_anchors.py [--seeds 0 1 2 3] [--toys linear_shared] [--variants default]
+    OMP_NUM_THREADS=1 python benchmarks/bench_zero_anchors.py [--seeds 0 1 2 3] [--toys linear_shared]
+        [--variants default]
 """
 
 from __future__ import annotations
