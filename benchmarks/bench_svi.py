@@ -263,7 +263,7 @@ def scale_one(which, args):
               f"{model.natural_gradient_lr_} after {model.natural_gradient_halvings_} halving(s); "
               f"{time.perf_counter() - start:.0f} s in all", flush=True)
         tail = np.diff(model.elbo_history_[-4:]) / np.abs(model.elbo_history_[-4:-1])
-        print(f"relative ELBO change over the last 3 epochs {np.array2string(tail, precision=2)}; "
+        print(f"relative ELBO change over the last 3 epochs {', '.join(f'{x:.1e}' for x in tail)}; "
               f"converged_ {model.converged_}", flush=True)
         print(f"RESULT ours {times:.2f} {_peak_mb():.0f} {model.elbo_history_[-1]:.6g}", flush=True)
     elif which == "gpytorch":
