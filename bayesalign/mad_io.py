@@ -163,6 +163,7 @@ def _read(path, device):
     model.correspondence_history_ = []  # files written before it existed
     for key, value in meta["plain"].items():
         setattr(model, key, value)
+    model._fit_prior = getattr(model, "latent_prior_", model.latent_prior)  # a refit keeps the fit's own prior
     model.embedding_ = LatentEmbedding({n: arrays[f"embedding/{i}/mean"] for i, n in enumerate(names)},
                                        {n: arrays[f"embedding/{i}/var"] for i, n in enumerate(names)},
                                        shared_dims=np.asarray(meta["embedding_shared_dims"], dtype=np.int64),
