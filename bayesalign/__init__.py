@@ -16,13 +16,14 @@ from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding, 
 
 __version__ = "0.1.0"
 
-# name -> module that defines it; loaded lazily (PEP 562) because it imports torch
-_LAZY = {"gp": "bayesalign.gp", "mad": "bayesalign.mad", "plot": "bayesalign.plot", "pipelines": "bayesalign.pipelines",
+# name -> module that defines it; loaded lazily (PEP 562), since most of them import torch
+_LAZY = {"bootstrap": "bayesalign.bootstrap", "gp": "bayesalign.gp", "mad": "bayesalign.mad", "plot": "bayesalign.plot",
+         "pipelines": "bayesalign.pipelines",
          "MRD": "bayesalign.gp", "BayesianGPLVM": "bayesalign.gp", "MAD": "bayesalign.mad"}
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MRD",
-           "Views", "__version__", "datasets", "gp", "graph", "mad", "matching", "metrics", "pipelines", "plot",
-           "spectral"]
+           "Views", "__version__", "bootstrap", "datasets", "gp", "graph", "mad", "matching", "metrics", "pipelines",
+           "plot", "spectral"]
 
 
 def __getattr__(name):

@@ -960,20 +960,23 @@ class MAD(BaseEstimator):
     def _fit_bootstrapped(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap,
                           reflections: int | None, confidence_threshold: float, max_rounds: int) -> None:
         """No anchors: from each unsupervised candidate's pairs (``_bootstrap_candidates``) the model fitted and
-        self-trained; the candidate whose final fit has the highest bound kept (its warnings re-issued, the
-        others' dropped). Sets ``bootstrap_`` with every candidate's record.
+        self-trained; the candidate whose final fit has the highest bound kept, among those whose self-training
+        confirmed them by adding at least one pair if any did (a start that hard EM cannot extend is not
+        supported by the rest of the data: :meth:`self_train` warns about it); its warnings re-issued, the
+        others' dropped. Sets ``bootstrap_`` with every candidate's record.
 
         With several candidates every fit (and every later refit of the one kept) uses p(X) = N(0, I)
         whatever ``latent_prior`` says (``latent_prior_`` records it): the graph prior is built over the
         entities, which each candidate's pairs merge differently, so its bounds would compare different
         priors as much as different correspondences (on "linear_shared_private" seed 1 it preferred a
-        mirror image by 29 nats; under N(0, I) the right candidate wins by 297; benchmarks/RESULTS.md)."""
+        mirror image by 29 nats; under N(0, I) the right candidate wins by 297; benchmarks/RESULTS.md,
+        "Zero anchors")."""
         a, b = problem.views.names
         candidates = self._bootstrap_candidates(problem, n_bootstrap, bootstrap, reflections)
         if len(candidates) > 1:
             self._fit_prior = "standard_normal"
         truth = _truth_pairs(problem, a, b)
-        records, best = [], None
+        records, best = [], {}  # the highest bound among all candidates (False) and among confirmed ones (True)
         for k, (method, signs, pairs, scores, n_mutual) in enumerate(candidates):
             correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
             self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
@@ -986,12 +989,13 @@ class MAD(BaseEstimator):
                 self._fit_model(problem)
                 self.self_train(confidence_threshold, max_rounds)
             bound = float(self.model_.elbo())
+            added = int(sum(h["added"] for h in self.self_training_history_))
             records.append({"method": method, "signs": signs, "n_pairs": int(len(pairs)), "correct": correct,
-                            "bound": bound,
-                            "self_training_added": int(sum(h["added"] for h in self.self_training_history_))})
-            if best is None or bound > best[0]:
-                best = (bound, k, dict(self.__dict__), list(caught))
-        _, chosen, state, caught = best
+                            "bound": bound, "self_training_added": added})
+            for key in {False, added > 0}:
+                if key not in best or bound > best[key][0]:
+                    best[key] = (bound, k, dict(self.__dict__), list(caught))
+        _, chosen, state, caught = best.get(True, best[False])
         self.__dict__.update(state)
         self.bootstrap_.update(candidates=records, chosen=chosen)
         for w in caught:

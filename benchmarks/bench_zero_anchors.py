@@ -37,7 +37,8 @@ def main(argv=None):
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    print("| toy | seed | bootstrap | accuracy | Kendall-tau | candidates: method signs right/pairs bound | seconds |")
+    print("| toy | seed | bootstrap | accuracy | Kendall-tau | candidates: method signs right/pairs +self-trained "
+          "bound | seconds |")
     print("|---|---|---|---|---|---|---|")
     right = {}
     for toy in args.toys:
@@ -49,8 +50,8 @@ def main(argv=None):
                 result = ba.metrics.evaluate(mad.align(matcher="hungarian"), problem)
                 chosen = mad.bootstrap_.get("chosen", 0)
                 listed = "; ".join(f"{'*' if k == chosen else ''}{c['method']} {tuple(c['signs'])} "
-                                   f"{c['correct']}/{c['n_pairs']} "
-                                   f"{c['bound']:.1f}" for k, c in enumerate(mad.bootstrap_["candidates"]))
+                                   f"{c['correct']}/{c['n_pairs']} +{c['self_training_added']} {c['bound']:.1f}"
+                                   for k, c in enumerate(mad.bootstrap_["candidates"]))
                 right.setdefault((toy, variant), []).append(result["accuracy"] > 0.5)
                 print(f"| {toy} | {seed} | {variant} | {result['accuracy']:.3f} | {result['kendall_tau']:.3f} | "
                       f"{listed} | {time.perf_counter() - start:.0f} |", flush=True)
