@@ -23,7 +23,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
-from .matching import gromov_wasserstein_coupling, sinkhorn, sinkhorn_marginals
+from .matching import gromov_wasserstein_coupling, mutual_nearest, sinkhorn, sinkhorn_marginals
 
 __all__ = ["BOOTSTRAPS", "SubspaceProcrustes", "reflection_starts", "subspace_procrustes", "unsupervised_pairs"]
 
@@ -222,6 +222,12 @@ def subspace_procrustes(view_a, view_b, n_components: int | None = None, min_var
     return SubspaceProcrustes(np.column_stack([rows, cols]).astype(np.int64), Xa, Xb, correlation, k)
 
 
+def _mutual_argmax_pairs(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (i, j) of a coupling T [n_a, n_b] (summing to 1) that are each other's argmax, scored n T_ij."""
+    rows, cols = np.nonzero(mutual_nearest(-T))
+    return np.column_stack([rows, cols]), T[rows, cols] * min(T.shape)
+
+
 def unsupervised_pairs(view_a, view_b, method: str = "gromov_wasserstein", views=("a", "b"), init=None):
     """(pairs (m, 2), scores (m,)): candidate correspondences of two views found without any anchor.
 
@@ -239,10 +245,7 @@ def unsupervised_pairs(view_a, view_b, method: str = "gromov_wasserstein", views
             Z = _standardised(view)
             D = cdist(Z, Z)  # [n, n]: GW compares within-view distances
             dist.append(D / max(float(D.max()), np.finfo(float).tiny))
-        T = gromov_wasserstein_coupling(*dist, init=init)  # [n_a, n_b]
-        best_b, best_a = T.argmax(1), T.argmax(0)
-        rows = np.flatnonzero(best_a[best_b] == np.arange(T.shape[0]))
-        return np.column_stack([rows, best_b[rows]]), T[rows, best_b[rows]] * min(T.shape)
+        return _mutual_argmax_pairs(gromov_wasserstein_coupling(*dist, init=init))  # coupling [n_a, n_b]
     if method == "subspace_procrustes":
         if init is not None:
             raise ValueError("init (a starting coupling) is for bootstrap='gromov_wasserstein' only")
@@ -251,10 +254,8 @@ def unsupervised_pairs(view_a, view_b, method: str = "gromov_wasserstein", views
         # distance: its mutual argmax pairs and n T_ij as their scores, as for Gromov-Wasserstein
         C = cdist(found.coordinates_a, found.coordinates_b, "sqeuclidean")  # [n_a, n_b]
         T, _ = sinkhorn_marginals(C, max(float(np.median(C.min(1))), 1e-12))  # scores need ~1e-2 only
-        T = T / max(float(T.sum()), np.finfo(float).tiny)
-        best_b, best_a = T.argmax(1), T.argmax(0)
-        rows = np.flatnonzero(best_a[best_b] == np.arange(T.shape[0]))
-        return np.column_stack([rows, best_b[rows]]), np.minimum(T[rows, best_b[rows]] * min(T.shape), 1.0)
+        pairs, scores = _mutual_argmax_pairs(T / max(float(T.sum()), np.finfo(float).tiny))
+        return pairs, np.minimum(scores, 1.0)
     if method == "local_patterns":
         if init is not None:
             raise ValueError("init (a starting coupling) is for bootstrap='gromov_wasserstein' only")
