@@ -179,6 +179,10 @@ def subspace_procrustes(view_a, view_b, n_components: int | None = None, min_var
     if n_components is not None and n_components not in (2, 3):
         raise ValueError(f"n_components must be 2 or 3 (the search is exhaustive up to 3 components), "
                          f"got {n_components!r}")
+    for name, view in (("view_a", view_a), ("view_b", view_b)):
+        if not np.all(np.isfinite(np.asarray(view, np.float64))):
+            raise ValueError(f"subspace_procrustes: {name} has missing or infinite entries; fill them first "
+                             "(MAD reads a hole as its column's mean)")
     Za = _whitened_components(view_a, n_components, min_variance)  # [n_a, k]
     Zb = _whitened_components(view_b, n_components, min_variance)  # [n_b, k]
     k = min(Za.shape[1], Zb.shape[1])

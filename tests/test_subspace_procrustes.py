@@ -82,6 +82,11 @@ def test_bad_arguments_are_refused():
         subspace_procrustes(a, b, angle_step=0)
     with pytest.raises(ValueError, match="n_planes must be a positive int"):
         subspace_procrustes(a, b, n_planes=0)
+    holed = a.copy()
+    holed[3, 2] = np.nan
+    with pytest.raises(ValueError, match="view_a has missing or infinite entries"):
+        subspace_procrustes(holed, b)
+    assert np.isnan(holed[3, 2])  # the caller's array untouched
     with pytest.raises(ValueError, match="at least 2 non-constant columns"):
         subspace_procrustes(a[:, :1], b[:, :1])
     with pytest.raises(ValueError, match="init .* is for bootstrap='gromov_wasserstein' only"):
