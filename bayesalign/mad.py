@@ -236,8 +236,9 @@ class MAD(BaseEstimator):
         (:func:`bayesalign.graph.entity_graph`), or N(0, I). Both engines of the all-rows model use
         it (``engine="svi"``: unless ``svi_options`` gives another ``latent_prior``; with missing
         entries the graph's neighbourhoods read a hole as its column's mean); the paper's
-        anchors-only procedure uses N(0, I) whatever this says (``latent_prior_`` records the
-        prior a fit used).
+        anchors-only procedure uses N(0, I) whatever this says, and so does a fit without anchors
+        that compares several bootstrap candidates by their bounds (the graph changes with each
+        candidate's pairs; ``fit``'s ``bootstrap``). ``latent_prior_`` records the prior a fit used.
     graph_strength : float
         lambda of the graph prior (0: N(0, I)).
     n_neighbors : int
