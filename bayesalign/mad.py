@@ -1047,7 +1047,14 @@ class MAD(BaseEstimator):
             if method == "gromov_wasserstein" and reflections > 0:
                 starts = reflection_starts(Ya, Yb, n_axes=int(reflections))
             for signs, start in starts:
-                pairs_all, weights = unsupervised_pairs(Ya, Yb, method, views=(a, b), init=start)
+                try:
+                    pairs_all, weights = unsupervised_pairs(Ya, Yb, method, views=(a, b), init=start)
+                except ValueError as exc:  # e.g. a view with one column has no plane for the subspace search
+                    if bootstrap is not None or len(methods) == 1:
+                        raise
+                    warnings.warn(f"MAD without anchors: the {method!r} bootstrap cannot run on these views ({exc}); "
+                                  f"only the other bootstraps' candidates are compared", RuntimeWarning, stacklevel=4)
+                    continue
                 order = np.argsort(-weights, kind="stable")[:k]
                 found.append(int(order.size))
                 if order.size >= MIN_ANCHORS:

@@ -124,3 +124,19 @@ def test_several_bootstraps_are_checked_before_any_fit():
     with pytest.raises(ValueError, match="several bootstraps need training='all_rows'"):
         MAD(latent_dim=2, num_inducing=5, training="anchors", progress=False).fit(
             problem, bootstrap=("gromov_wasserstein", "subspace_procrustes"), bootstrap_reflections=0)
+
+
+def test_a_default_bootstrap_that_cannot_run_is_skipped_with_a_warning():
+    # a view of one column has no plane for the subspace search; Gromov-Wasserstein's candidates still run
+    from bayesalign import MAD, AlignmentProblem
+
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.uniform(0, 3, 30))
+    problem = AlignmentProblem.paired({"a": np.column_stack([t, t ** 2]) + 0.01 * rng.standard_normal((30, 2)),
+                                       "b": t[:, None] ** 3}).shuffle_unaligned(seed=0)
+    with pytest.warns(RuntimeWarning, match="'subspace_procrustes' bootstrap cannot run on these views"):
+        mad = MAD(latent_dim=2, num_inducing=5, seed=0, progress=False, mrd_options={"max_iter": 50}).fit(
+            problem, max_rounds=1, bootstrap_reflections=1)
+    assert {c["method"] for c in mad.bootstrap_["candidates"]} == {"gromov_wasserstein"}
+    with pytest.raises(ValueError, match="at least 2 non-constant columns"):  # asked for by name: an error
+        MAD(latent_dim=2, num_inducing=5, seed=0, progress=False).fit(problem, bootstrap="subspace_procrustes")
