@@ -483,8 +483,9 @@ class MAD(BaseEstimator):
             (:func:`bayesalign.bootstrap.reflection_starts`); from each candidate's pairs the
             model is fitted and self-trained (hard EM over the correspondence, :meth:`self_train`),
             and the candidate whose final fit has the highest bound (the evidence of the data under
-            the correspondence it ended with) is kept: restarts of EM, the best bound kept; the
-            other bootstraps' candidates join the same comparison.
+            the correspondence it ended with) is kept, among the candidates whose self-training added
+            at least one pair if any did: restarts of EM, the best bound kept; the other bootstraps'
+            candidates join the same comparison.
             ``bootstrap_["candidates"]`` lists them all (``method``, ``signs``, right pairs,
             bound). 0: one bootstrap from Gromov-Wasserstein's default start. Default (None): 2
             with ``training="all_rows"``; 0 with ``training="anchors"``, whose bound covers the anchor rows only, so the
