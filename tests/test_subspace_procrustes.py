@@ -35,6 +35,8 @@ def _brute_force(Za, Zb):
 @pytest.mark.parametrize("private", [True, False])
 def test_the_search_reaches_the_brute_force_optimum_over_every_permutation(private):
     # 7 rows: all 5,040 assignments enumerated; the search's value and assignment must be the global optimum's
+    # (the best assignment leads the second by 0.011 / 0.024 of a value near 14, far above round-off; the value
+    # is computed two ways, singular values here and QR-based canonical correlations there: rel 1e-10)
     a, b, _ = _two_views(7, seed=3, private=private)
     found = subspace_procrustes(a, b, n_components=3 if private else 2)
     Za, Zb = (_whitened_components(v, found.n_components, 0.01) for v in (a, b))
