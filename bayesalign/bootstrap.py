@@ -144,9 +144,10 @@ def subspace_procrustes(view_a, view_b, n_components: int | None = None, min_var
     the two exact steps (the assignment for fixed planes; the planes from the top-2 singular
     vectors of Z_a^T Pi Z_b for a fixed assignment) barely moves from where it starts (with free
     pairs, every rotation nearly fits itself), so the start is searched: the planes of each view
-    (R^2 itself for k = 2; ``n_planes`` normals on a hemisphere for k = 3) are screened by a rotation-invariant
-    signature, the sorted distances of the projected rows from the origin (the 1-D Wasserstein
-    distance of these distributions), and for the ``n_plane_pairs`` closest pairs every rotation
+    (R^2 itself for k = 2; the planes normal to ``n_planes`` directions on a hemisphere for k = 3)
+    are screened by a rotation-invariant signature, the sorted distances of the projected rows from
+    the origin (the 1-D Wasserstein distance of these distributions), and for the
+    ``n_plane_pairs`` closest pairs every rotation
     and reflection on a grid of ``angle_step`` degrees is scored by its exact assignment; the
     ``n_refine`` best are refined by the alternation. Within-view distances (Gromov-Wasserstein)
     compare all k components at once, so a private signal in either view confounds them; this does

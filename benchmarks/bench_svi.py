@@ -252,9 +252,8 @@ def scale_one(which, args):
 
         times = []
         model = StochasticMRD(latent_dim=Q, num_inducing=M, batch_size=B, max_epochs=args.epochs,
-                              init=args.scale_init, warmup_epochs=args.warmup_epochs, dtype=dtype,
-                              learning_rate=args.lr,
-                              device=args.device, progress=False, seed=0)
+                              init=args.scale_init, learning_rate=args.lr, warmup_epochs=args.warmup_epochs,
+                              dtype=dtype, device=args.device, progress=False, seed=0)
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -9,10 +9,12 @@ anchor: the Gromov-Wasserstein bootstrap, then self-training. Printed side by si
   two leading principal axes, the model fitted and self-trained from each, the highest final bound kept;
   each candidate's right pairs (of its 2 x latent_dim bootstrap pairs) and final bound are listed.
 
+``--pairs`` runs the same on shipped real pairs with every anchor removed.
 A run counts as right when its exact-match accuracy exceeds 0.5 (the failures are mirror images, near 0).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_zero_anchors.py [--seeds 0 1 2 3] [--toys linear_shared]
         [--variants default]
+    cd benchmarks && OMP_NUM_THREADS=1 python bench_zero_anchors.py --toys --pairs mocap --seeds 0 --variants default
 """
 
 from __future__ import annotations
@@ -35,18 +37,31 @@ def main(argv=None):
     parser.add_argument("--toys", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--pairs", nargs="*", default=[], metavar="PAIR",
+                        help="shipped real pairs of bench_mad_real.py, without anchors (latent_dim 5, 30 inducing "
+                             "points, view b's rows shuffled); give --toys with no name to run these alone")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| toy | seed | bootstrap | accuracy | Kendall-tau | candidates: method signs right/pairs +self-trained "
           "bound | seconds |")
     print("|---|---|---|---|---|---|---|")
     right = {}
-    for toy in args.toys:
+    real = {}
+    if args.pairs:
+        from bench_mad_real import PAIRS
+
+        real = {name: PAIRS[name]() for name in args.pairs}
+    for toy in [*args.toys, *args.pairs]:
         for seed in args.seeds:
-            problem = ba.datasets.mad_toy(toy, seed=seed, n_anchors=0).shuffle_unaligned(seed=seed)
+            if toy in real:
+                problem = real[toy].split_anchors(0, seed=seed).shuffle_unaligned(seed=seed)
+                settings = dict(latent_dim=5, num_inducing=30)
+            else:
+                problem = ba.datasets.mad_toy(toy, seed=seed, n_anchors=0).shuffle_unaligned(seed=seed)
+                settings = SETTINGS[toy]
             for variant in args.variants:
                 start = time.perf_counter()
-                mad = ba.MAD(seed=seed, progress=False, **SETTINGS[toy]).fit(problem, **VARIANTS[variant])
+                mad = ba.MAD(seed=seed, progress=False, **settings).fit(problem, **VARIANTS[variant])
                 result = ba.metrics.evaluate(mad.align(matcher="hungarian"), problem)
                 chosen = mad.bootstrap_.get("chosen", 0)
                 listed = "; ".join(f"{'*' if k == chosen else ''}{c['method']} {tuple(c['signs'])} "
