@@ -63,6 +63,11 @@ __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate
 MIN_ANCHORS = 3
 #: Fewest anchor pairs ``MAD.calibrate_temperature`` fits a temperature on.
 MIN_CALIBRATION_PAIRS = 10
+#: The named temperatures of the match probabilities: fitted on the anchors, or the model's posterior one.
+TEMPERATURES = ("anchors", "posterior")
+#: With no anchors, a candidate pairing the rows differently whose self-training added at least this fraction of
+#: the kept candidate's pairs makes the alignment ambiguous (``MAD._check_rival_candidates``).
+RIVAL_SUPPORT = 0.75
 #: What MRD learns from: the anchors only (the paper, section 3.1) or every row (a partially observed MRD).
 TRAININGS = ("anchors", "all_rows")
 #: p(X) of the all-rows model: a graph (GMRF) prior over the views' neighbourhoods, or N(0, I).
@@ -73,6 +78,15 @@ ENGINES = ("collapsed", "svi")
 STARTS = ("joint_laplacian", "pca", "cca")
 #: Unsupervised initialisers the all-rows model tries without anchors, their candidates compared by the bound.
 DEFAULT_BOOTSTRAPS = ("gromov_wasserstein", "subspace_procrustes")
+
+
+def _check_temperature(temperature) -> None:
+    """A temperature MAD accepts: a positive number, "anchors", "posterior" or None (the posterior temperature)."""
+    if isinstance(temperature, str):
+        if temperature not in TEMPERATURES:
+            raise ValueError(f"temperature must be a positive number or one of {TEMPERATURES}, got {temperature!r}")
+    elif temperature is not None and (isinstance(temperature, bool) or not float(temperature) > 0):
+        raise ValueError(f"temperature must be positive, got {temperature!r}")
 
 
 def anchor_groups(problem: AlignmentProblem) -> np.ndarray:
@@ -205,16 +219,20 @@ class MAD(BaseEstimator):
         fraction of the largest relevance in *both* views (MRD's ``shared_dims`` rule).
     cost : {"likelihood", "mean"}
         Default cost of :meth:`align`.
-    temperature : float or "anchors", optional
-        T of the probabilities ``exp(-cost / T)``. None: 1 for the likelihood cost (the
-        Gibbs distribution of the permutation posterior); for the mean cost 2 (s_a + s_b),
-        with s_a, s_b the average posterior variances in the shared dimensions, which makes
-        exp(-D**/T) the likelihood of the same model with every variance equal to its mean.
-        The posterior variances measure how well each view pins its own rows down, not how far
-        apart the two views put the same point, so these probabilities are overconfident
-        wherever the views' latent spaces disagree. ``"anchors"``: T fitted on the anchor pairs
-        (:meth:`calibrate_temperature`, temperature scaling on the anchors re-inferred view by
-        view).
+    temperature : {"anchors", "posterior"} or float
+        T of the probabilities ``exp(-cost / T)``. ``"anchors"`` (default): T fitted on the
+        anchor pairs (:meth:`calibrate_temperature`, temperature scaling on the anchors
+        re-inferred view by view, at the first :meth:`align`; with fewer than
+        ``MIN_CALIBRATION_PAIRS`` anchor pairs a RuntimeWarning and the posterior temperature).
+        ``"posterior"`` (or None): 1 for the likelihood cost (the Gibbs distribution of the
+        permutation posterior); for the mean cost 2 (s_a + s_b), with s_a, s_b the average
+        posterior variances in the shared dimensions, which makes exp(-D**/T) the likelihood of
+        the same model with every variance equal to its mean. The posterior variances measure
+        how well each view pins its own rows down, not how far apart the two views put the same
+        point, so these probabilities are overconfident wherever the views' latent spaces
+        disagree (expected calibration error 0.3-0.5 on the shipped real pairs against
+        0.003-0.1 at the fitted T; benchmarks/RESULTS.md, "Calibration"). Self-training always
+        uses the posterior temperature. A number: that T.
     infer_max_iter : int
         Bound evaluations of ``MRD.infer`` for the unaligned rows (the main cost at large N*).
     seed : int, optional
@@ -334,11 +352,12 @@ class MAD(BaseEstimator):
     """
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", shared_threshold: float = 0.05,
-                 cost: str = "likelihood", temperature: float | None = None, infer_max_iter: int = 500, seed=None,
-                 device=None, progress: bool = False, mrd_options: dict | None = None, training: str = "all_rows",
-                 standardize: bool = False, latent_prior: str = "graph", graph_strength: float = 10.0,
-                 n_neighbors: int = 10, engine: str = "collapsed", svi_options: dict | None = None,
-                 correspondence_rounds: int = 0, correspondence_neighbors: int = 5, starts=None, **mrd_kwargs):
+                 cost: str = "likelihood", temperature: float | str | None = "anchors", infer_max_iter: int = 500,
+                 seed=None, device=None, progress: bool = False, mrd_options: dict | None = None,
+                 training: str = "all_rows", standardize: bool = False, latent_prior: str = "graph",
+                 graph_strength: float = 10.0, n_neighbors: int = 10, engine: str = "collapsed",
+                 svi_options: dict | None = None, correspondence_rounds: int = 0, correspondence_neighbors: int = 5,
+                 starts=None, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -372,11 +391,7 @@ class MAD(BaseEstimator):
         if not 0 <= float(self.shared_threshold) < 1:
             raise ValueError(f"shared_threshold is relative to a view's largest relevance; it must be in [0, 1), "
                              f"got {self.shared_threshold!r}")
-        if isinstance(self.temperature, str):
-            if self.temperature != "anchors":
-                raise ValueError(f"temperature must be a positive number, None or 'anchors', got {self.temperature!r}")
-        elif self.temperature is not None and not float(self.temperature) > 0:
-            raise ValueError(f"temperature must be positive, got {self.temperature!r}")
+        _check_temperature(self.temperature)
         for name in ("latent_dim", "num_inducing", "infer_max_iter"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -914,7 +929,8 @@ class MAD(BaseEstimator):
         truth = _truth_pairs(problem, a, b)
         for round_ in range(1, max_rounds + 1):
             rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]
-            al = self.align(a, b, matcher="hungarian", include_discovered=False)
+            # the posterior temperature: the pairs the model itself is sure of (the rounds measured with it)
+            al = self.align(a, b, matcher="hungarian", include_discovered=False, temperature="posterior")
             mutual = mutual_nearest(C)
             pos_a, pos_b = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
             keep = np.flatnonzero((al.probabilities >= threshold) & mutual[pos_a, pos_b])
@@ -928,7 +944,7 @@ class MAD(BaseEstimator):
                 correct = int(sum((int(i), int(j)) in truth for i, j in zip(new_a, new_b)))
                 # accuracy of the whole current alignment (discovered pairs + this matching) on the
                 # rows of a that were unaligned in the problem and have a true partner
-                full = self.align(a, b, matcher="hungarian")
+                full = self.align(a, b, matcher="hungarian", temperature="posterior")
                 partner = dict(truth)
                 held = [i for i in full.candidates_a.tolist() if i in partner]
                 right = sum(partner.get(int(i)) == int(j) for i, j in zip(full.index_a, full.index_b))
@@ -978,7 +994,7 @@ class MAD(BaseEstimator):
         if len(candidates) > 1:
             self._fit_prior = "standard_normal"
         truth = _truth_pairs(problem, a, b)
-        records, best = [], {}  # the highest bound among all candidates (False) and among confirmed ones (True)
+        records, found, best = [], [], {}  # the highest bound among all candidates (False) and confirmed ones (True)
         for k, (method, signs, pairs, scores, n_mutual) in enumerate(candidates):
             correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
             self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
@@ -994,6 +1010,7 @@ class MAD(BaseEstimator):
             added = int(sum(h["added"] for h in self.self_training_history_))
             records.append({"method": method, "signs": signs, "n_pairs": int(len(pairs)), "correct": correct,
                             "bound": bound, "self_training_added": added})
+            found.append(self.anchors_.copy())  # its bootstrap and self-training pairs, for the agreement below
             for key in {False, added > 0}:
                 if key not in best or bound > best[key][0]:
                     best[key] = (bound, k, dict(self.__dict__), list(caught))
@@ -1002,6 +1019,45 @@ class MAD(BaseEstimator):
         self.bootstrap_.update(candidates=records, chosen=chosen)
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        self._check_rival_candidates(a, b, records, found, chosen)
+
+    def _check_rival_candidates(self, a, b, records: list, found: list, chosen: int) -> None:
+        """Warn when a candidate that pairs the rows differently had nearly as much support as the one kept.
+
+        Each candidate's pairs (its bootstrap pairs and those its self-training added) are read against the
+        kept alignment (its own pairs, and the optimal assignment of the other rows under the fitted model):
+        ``agreement`` is the fraction of them it reproduces, recorded in ``bootstrap_["candidates"]``. A
+        candidate that agrees with fewer than half of its pairs is a rival, a different correspondence; if a
+        rival's self-training added at least ``RIVAL_SUPPORT`` times the pairs the kept one's did, the data
+        support two correspondences about equally and the choice between them is close to a coin toss: a
+        RuntimeWarning says so and ``bootstrap_["ambiguous"]`` is True. Right candidates of the linear toys
+        reproduce each other's pairs, and the best rival there had at most 0.59 of the kept candidate's
+        support; the two silent wrong pairings measured had rivals at 0.88 and 1.0 (benchmarks/RESULTS.md,
+        "Zero anchors")."""
+        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
+        kept = {int(i): int(j) for i, j in self.anchors_[:, :2]}
+        if rows_a.size and rows_b.size:
+            al = posterior_assignment(self.cost, ma, va, mb, vb)
+            kept.update(zip(rows_a[al.index_a].tolist(), rows_b[al.index_b].tolist()))
+        support = records[chosen]["self_training_added"]
+        rivals = []
+        for k, (record, pairs) in enumerate(zip(records, found)):
+            record["agreement"] = float(np.mean([kept.get(int(i)) == int(j) for i, j in pairs[:, :2]]))
+            if k != chosen and record["agreement"] < 0.5 and record["self_training_added"] >= RIVAL_SUPPORT * support:
+                rivals.append(k)
+        self.bootstrap_["ambiguous"] = bool(rivals) and support > 0
+        if self.bootstrap_["ambiguous"]:
+            rival = records[max(rivals, key=lambda k: records[k]["self_training_added"])]
+
+            def label(record):
+                return " ".join([record["method"], *([str(tuple(record["signs"]))] if record["signs"] else [])])
+
+            warnings.warn(f"MAD without anchors: the alignment is ambiguous. The kept candidate "
+                          f"({label(records[chosen])}) was extended by "
+                          f"{support} pairs in self-training, and a candidate that pairs the rows differently "
+                          f"({label(rival)}, {rival['agreement']:.0%} of its pairs agree) "
+                          f"by {rival['self_training_added']}: the data support both about equally. Check "
+                          "bootstrap_['candidates'] and give a few anchors", RuntimeWarning, stacklevel=4)
 
     def _bootstrap_methods(self, bootstrap) -> tuple:
         """The unsupervised initialisers a fit without anchors tries: ``bootstrap`` (a name or a sequence of
@@ -1177,14 +1233,15 @@ class MAD(BaseEstimator):
                 rows_b[keep_b], mean_b[keep_b][:, dims], var_b[keep_b][:, dims], dims)
 
     def _temperature(self, a, b, cost, temperature):
-        """The temperature a call uses: the given one, else the estimator's (``"anchors"``: fitted)."""
+        """The temperature a call uses: the given one, else the estimator's; ``"anchors"``: fitted
+        (:meth:`calibrate_temperature`); ``"posterior"`` (or None as the estimator's): None, which the
+        matchers read as the posterior temperature."""
         if temperature is None:
             temperature = self.temperature
-        if isinstance(temperature, str):
-            if temperature != "anchors":
-                raise ValueError(f"temperature must be a positive number, None or 'anchors', got {temperature!r}")
-            temperature = self.calibrate_temperature(a, b, cost)
-        return temperature
+        _check_temperature(temperature)
+        if temperature == "anchors":
+            return self.calibrate_temperature(a, b, cost)
+        return None if temperature == "posterior" else temperature
 
     def calibrate_temperature(self, a=None, b=None, cost: str | None = None) -> float:
         r"""T of the match probabilities, fitted on the anchor pairs (temperature scaling; Guo et al. 2017).
@@ -1323,8 +1380,8 @@ class MAD(BaseEstimator):
             Without it, every row of the smaller side is matched.
         n_samples : int
             Samples of perturb-and-MAP.
-        temperature : float, optional
-            Overrides the probability temperature (see the class docstring).
+        temperature : float, "anchors" or "posterior", optional
+            Overrides the estimator's probability temperature (see the class docstring).
         order : int array, optional
             Arrival order of the candidate rows of b for ``"myopic"`` (positions in
             ``alignment.candidates_b``; default their row order).

@@ -43,8 +43,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| toy | seed | bootstrap | accuracy | Kendall-tau | candidates: method signs right/pairs +self-trained "
-          "bound | seconds |")
-    print("|---|---|---|---|---|---|---|")
+          "bound agreement with the kept alignment | warned ambiguous | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
     right = {}
     real = {}
     if args.pairs:
@@ -65,11 +65,13 @@ def main(argv=None):
                 result = ba.metrics.evaluate(mad.align(matcher="hungarian"), problem)
                 chosen = mad.bootstrap_.get("chosen", 0)
                 listed = "; ".join(f"{'*' if k == chosen else ''}{c['method']} {tuple(c['signs'])} "
-                                   f"{c['correct']}/{c['n_pairs']} +{c['self_training_added']} {c['bound']:.1f}"
+                                   f"{c['correct']}/{c['n_pairs']} +{c['self_training_added']} {c['bound']:.1f} "
+                                   f"{c.get('agreement', float('nan')):.2f}"
                                    for k, c in enumerate(mad.bootstrap_["candidates"]))
                 right.setdefault((toy, variant), []).append(result["accuracy"] > 0.5)
+                warned = "yes" if mad.bootstrap_.get("ambiguous") else "no"
                 print(f"| {toy} | {seed} | {variant} | {result['accuracy']:.3f} | {result['kendall_tau']:.3f} | "
-                      f"{listed} | {time.perf_counter() - start:.0f} |", flush=True)
+                      f"{listed} | {warned} | {time.perf_counter() - start:.0f} |", flush=True)
     print("\nRuns right (accuracy > 0.5), * = the candidate kept:")
     for (toy, variant), hits in right.items():
         print(f"- {toy}, {variant}: {sum(hits)} of {len(hits)}")

@@ -342,9 +342,14 @@ def test_embedding_holds_every_row_and_matches_like_align(toy):
     anchors = mad.anchors_
     # an anchor group is one latent point: the same q(x) in both views
     np.testing.assert_array_equal(emb.means["Y1"][anchors[:, 0]], emb.means["Y2"][anchors[:, 1]])
-    al = mad.align(matcher="hungarian", cost="likelihood")
+    al = mad.align(matcher="hungarian", cost="likelihood", temperature="posterior")
     direct = match(emb, problem, matcher="hungarian", cost="likelihood")
     assert al.pairs.tolist() == direct.pairs.tolist()
+    np.testing.assert_allclose(al.probabilities, direct.probabilities)
+    # the default: the same pairs, with the probabilities at the temperature fitted on the anchors
+    al = mad.align(matcher="hungarian", cost="likelihood")
+    direct = match(emb, problem, matcher="hungarian", cost="likelihood", temperature=mad.calibrate_temperature())
+    assert al.pairs.tolist() == direct.pairs.tolist() and "anchor pairs" in al.info["temperature_from"]
     np.testing.assert_allclose(al.probabilities, direct.probabilities)
 
 
@@ -429,9 +434,11 @@ def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probabil
     assert objective(T) <= best + 1e-2 * abs(best) + 1e-6
     assert record["objective"] == pytest.approx(objective(T), rel=1e-6)
     assert record["objective"] <= record["objective_at_posterior_temperature"] + 1e-9
-    al = mad.align(temperature="anchors")
+    al = mad.align()  # the default, temperature="anchors"
     assert al.info["temperature"] == T and "anchor pairs" in al.info["temperature_from"]
-    assert mad.temperature is None  # the estimator's own setting is untouched
+    al = mad.align(temperature="posterior")
+    assert al.info["temperature"] == 1.0 and al.info["temperature_from"] == "posterior variances"
+    assert mad.temperature == "anchors"  # the estimator's own setting is untouched
 
 
 def test_temperature_from_too_few_anchors_falls_back_with_a_warning():
@@ -444,5 +451,9 @@ def test_temperature_from_too_few_anchors_falls_back_with_a_warning():
     with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS"):
         al = mad.align()
     assert al.info["temperature"] == 1.0 and mad.calibration_[("Y1", "Y2", "likelihood")]["fallback"]
-    with pytest.raises(ValueError, match="'anchors'"):
+    with pytest.raises(ValueError, match="'anchors', 'posterior'"):
         MAD(temperature="calibrated").fit(problem)
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        MAD(temperature=True).fit(problem)
+    with pytest.raises(ValueError, match="'anchors', 'posterior'"):
+        mad.align(temperature="fitted")

@@ -142,3 +142,40 @@ def test_a_default_bootstrap_that_cannot_run_is_skipped_with_a_warning():
     assert {c["method"] for c in mad.bootstrap_["candidates"]} == {"gromov_wasserstein"}
     with pytest.raises(ValueError, match="at least 2 non-constant columns"):  # asked for by name: an error
         MAD(latent_dim=2, num_inducing=5, seed=0, progress=False).fit(problem, bootstrap="subspace_procrustes")
+
+
+def test_a_rival_correspondence_with_nearly_as_much_support_is_reported_as_ambiguous():
+    # the rule of MAD._check_rival_candidates on a fitted model: a candidate's pairs are read against the kept
+    # alignment; a disagreeing candidate (agreement < 0.5) extended by >= RIVAL_SUPPORT times the kept one's
+    # self-training pairs makes the alignment ambiguous; an agreeing one, or a weakly supported one, does not
+    import warnings
+
+    from bayesalign import MAD
+    from bayesalign.datasets import mad_toy
+    from bayesalign.mad import RIVAL_SUPPORT
+
+    problem = mad_toy("linear_shared", seed=0, n=40, n_anchors=12)
+    mad = MAD(latent_dim=3, num_inducing=8, seed=0, progress=False, mrd_options={"max_iter": 60}).fit(problem)
+    a, b = problem.views.names
+    kept = mad.anchors_[:, :2]  # the kept candidate's own pairs agree with its alignment by construction
+    mirror = np.column_stack([kept[:, 0], np.roll(kept[:, 1], 1)])  # every pair different from the kept one's
+
+    def check(rival_pairs, rival_support, kept_support=20):
+        mad.bootstrap_ = {}
+        records = [{"method": "kept", "signs": (), "self_training_added": kept_support},
+                   {"method": "rival", "signs": (1, -1), "self_training_added": rival_support}]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mad._check_rival_candidates(a, b, records, [kept, rival_pairs], 0)
+        messages = [str(w.message) for w in caught if "ambiguous" in str(w.message)]
+        return mad.bootstrap_["ambiguous"], records, messages
+
+    ambiguous, records, messages = check(mirror, int(np.ceil(RIVAL_SUPPORT * 20)))
+    assert ambiguous and records[0]["agreement"] == 1.0 and records[1]["agreement"] == 0.0
+    assert len(messages) == 1 and "rival (1, -1)" in messages[0] and "by 15" in messages[0]
+    ambiguous, _, messages = check(mirror, int(RIVAL_SUPPORT * 20) - 1)  # 14 < 0.75 * 20: clearly less support
+    assert not ambiguous and not messages
+    ambiguous, records, messages = check(kept.copy(), 40)  # more support, but the same correspondence
+    assert not ambiguous and not messages and records[1]["agreement"] == 1.0
+    ambiguous, _, messages = check(mirror, 0, kept_support=0)  # nothing extended: self_train's own warning says it
+    assert not ambiguous and not messages
