@@ -44,6 +44,7 @@ from .matching import (
     MATCHERS,
     gromov_wasserstein_coupling,
     likelihood_cost,
+    linear_assignment,
     match,
     mean_distance_cost,
     mutual_nearest,
@@ -51,9 +52,10 @@ from .matching import (
     posterior_assignment,
     posterior_marginals,
     posterior_temperature,
+    sinkhorn_probabilities,
 )
 from .matching.costs import cost_source
-from .matching.matcher import SPARSE_ABOVE, _cost_matrix
+from .matching.matcher import DENSE_SINKHORN_MAX, SPARSE_ABOVE, _cost_matrix
 from .metrics import evaluate
 
 __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate", "gromov_wasserstein_coupling",
@@ -321,7 +323,7 @@ class MAD(BaseEstimator):
         ``index_b``, ``probability``, ``cost``, ``round``); :meth:`align` reports them too.
     calibration_ : dict (a, b, cost) -> dict
         Temperatures fitted on the anchors by :meth:`calibrate_temperature` (with
-        ``temperature="anchors"``, at the first :meth:`align`): ``temperature``, ``pairs``,
+        ``temperature="anchors"``, the default, at the first :meth:`align`): ``temperature``, ``pairs``,
         ``objective``, ``objective_at_posterior_temperature``, ``posterior_temperature``, ``fallback``.
     timings_ : dict
         Seconds of the last MRD fit (``fit_seconds``) and of the inference of every view's
@@ -340,6 +342,13 @@ class MAD(BaseEstimator):
         Per round: ``round``, ``n_anchors`` (training rows), ``added``, ``correct`` (how many
         added pairs are true; None without truth), ``accuracy`` (of the whole alignment at the
         start of the round, discovered pairs included; None without truth), ``elbo``.
+    bootstrap_ : dict or None
+        A fit without anchors: the kept candidate's ``method``, ``pairs`` (its unsupervised
+        starting pairs), ``correct`` (None without truth), ``self_training_added``; ``candidates``,
+        one record per candidate (``method``, ``signs``, ``n_pairs``, ``correct``, ``bound``,
+        ``self_training_added``, ``agreement``: the fraction of its pairs the kept alignment
+        reproduces), ``chosen`` (the kept one's index) and ``ambiguous`` (a candidate that pairs
+        the rows differently had nearly as much support; warned). None with anchors.
 
     Examples
     --------
@@ -500,11 +509,14 @@ class MAD(BaseEstimator):
             and the candidate whose final fit has the highest bound (the evidence of the data under
             the correspondence it ended with) is kept, among the candidates whose self-training added
             at least one pair if any did: restarts of EM, the best bound kept; the other bootstraps'
-            candidates join the same comparison.
+            candidates join the same comparison. When a candidate that pairs the rows differently
+            was extended by self-training nearly as much as the kept one (``RIVAL_SUPPORT``), a
+            RuntimeWarning says the alignment is ambiguous (``bootstrap_["ambiguous"]``).
             ``bootstrap_["candidates"]`` lists them all (``method``, ``signs``, right pairs,
-            bound). 0: one bootstrap from Gromov-Wasserstein's default start. Default (None): 2
-            with ``training="all_rows"``; 0 with ``training="anchors"``, whose bound covers the anchor rows only, so the
-            candidates' bounds would not compare the same data (more is refused there).
+            bound, agreement with the kept alignment). 0: one bootstrap from Gromov-Wasserstein's
+            default start. Default (None): 2 with ``training="all_rows"``; 0 with
+            ``training="anchors"``, whose bound covers the anchor rows only, so the candidates'
+            bounds would not compare the same data (more is refused there).
 
         Returns
         -------
@@ -1284,10 +1296,28 @@ class MAD(BaseEstimator):
             self.calibration_[key] = {**record, "temperature": default, "fallback": True}
             return default
         pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b)
+        true_cost = pair_costs(cost, *pool_a, *pool_b, true_a, true_b)  # [n]
+        dense = pool_a[0].shape[0] * pool_b[0].shape[0] <= SPARSE_ABOVE
+        if dense:  # one cost matrix and one optimal assignment for every temperature the search tries
+            C = _cost_matrix(cost, *pool_a, *pool_b)
+            hard = linear_assignment(C) if C.size > DENSE_SINKHORN_MAX else None
+        supports = {}  # temperature -> the support of its marginals (the sparse path's pairs)
 
         def objective(log_t: float) -> float:
-            P = posterior_marginals(cost, *pool_a, *pool_b, float(np.exp(log_t)))  # csr [n_a + n, n_b + n]
-            return -float(np.log(np.maximum(np.asarray(P[true_a, true_b]).ravel(), np.finfo(float).tiny)).sum())
+            # log P of the true pairs from Sinkhorn's potentials, exact also where P underflows or was left out of
+            # the sparse candidates as below the tolerance (reading P there would give log 0, clipped: a pair at
+            # 1e-9 would count as one at 1e-308 and push T up)
+            info, T = {}, float(np.exp(log_t))
+            if dense:
+                lower = [t for t in supports if t <= T]  # the support at the nearest lower T: pairs T needs too
+                P = sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info,
+                                           candidates=supports[max(lower)] if lower else None)
+                if C.size > DENSE_SINKHORN_MAX:
+                    supports[T] = np.nonzero(P)
+            else:
+                posterior_marginals(cost, *pool_a, *pool_b, T, info=info)
+            alpha, beta = info["log_potentials"]
+            return -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())
 
         centre = np.log(default)
         found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),

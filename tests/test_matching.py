@@ -581,3 +581,59 @@ def test_sparse_sinkhorn_completion_keeps_near_hard_problems_sparse():
     ei, ej = knn_edges(a, b, 5)
     P, err = m.sparse_sinkhorn(ei, ej, cost[ei, ej], 1e-3, cost.shape, costs=_MatrixCosts(cost))
     assert err <= 1e-3 and P.nnz < 3 * ei.size
+
+
+@pytest.mark.parametrize("cost_limit", [None, 4.0])
+def test_log_potentials_give_the_log_marginal_of_every_pair_also_below_the_candidates(cost_limit):
+    # info["log_potentials"] (alpha, beta): log P_ij = alpha_i + beta_j - C_ij / T for every pair, in the dense
+    # solver and in the completed sparse one, where pairs below the tolerance are left out (P = 0 there). The
+    # reference is POT's log-domain Sinkhorn converged to 1e-11 on the same (augmented) problem
+    import ot
+
+    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    T = 0.2
+    weights_a, weights_b, augmented = np.ones(40), np.ones(40), cost
+    if cost_limit is not None:  # the dustbins of sinkhorn(): a row and a column at cost L / 2, masses 40
+        augmented = np.block([[cost, np.full((40, 1), cost_limit / 2)], [np.full((1, 40), cost_limit / 2), 0.0]])
+        weights_a, weights_b = np.r_[weights_a, 40.0], np.r_[weights_b, 40.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        _, log = ot.bregman.sinkhorn_log(weights_a, weights_b, augmented, T, numItermax=20000, stopThr=1e-11,
+                                         log=True)
+    exact = (log["log_u"][:, None] + log["log_v"][None, :] - augmented / T)[:40, :40]  # log P [40, 40]
+    ei, ej = knn_edges(a, b, 3)
+    assert exact.min() < -60  # pairs far below any candidate threshold (tol / n)
+    for sparse, solve in (
+            (False, lambda info: m.sinkhorn_marginals(cost, T, cost_limit, tol=1e-9, n_iter=50000, info=info)[0]),
+            (True, lambda info: m.sparse_sinkhorn(ei, ej, cost[ei, ej], T, cost.shape, cost_limit, tol=1e-7,
+                                                  n_iter=50000, costs=_MatrixCosts(cost), info=info)[0])):
+        info = {}
+        P = solve(info)
+        P = P.toarray() if sparse else P
+        alpha, beta = info["log_potentials"]
+        log_p = alpha[:, None] + beta[None, :] - cost / T
+        # the log marginal of every pair to the solver's tolerance, also where the sparse P left the pair out
+        np.testing.assert_allclose(log_p, exact, atol=1e-4)
+        np.testing.assert_allclose(P, np.exp(exact), atol=1e-6)
+        assert not sparse or (P[exact < -60] == 0).mean() > 0.5  # most such pairs were never candidates
+
+
+def test_sinkhorn_probabilities_from_candidates_of_a_lower_temperature_are_the_same():
+    # the support of the marginals at a lower temperature, given as candidates, spares completion rounds and
+    # changes nothing: the marginals are those of the full problem either way, to the tolerance
+    from bayesalign.matching.matcher import sinkhorn_probabilities
+
+    rng = np.random.default_rng(8)
+    a = rng.normal(size=(600, 3))
+    b = a[rng.permutation(600)] + 0.3 * rng.normal(size=a.shape)
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1) / 0.05  # 360,000 pairs: the sparse path
+    low = sinkhorn_probabilities(cost, 2.0, mean_a=a, mean_b=b)
+    plain = sinkhorn_probabilities(cost, 4.0, mean_a=a, mean_b=b)
+    info = {}
+    warm = sinkhorn_probabilities(cost, 4.0, mean_a=a, mean_b=b, info=info, candidates=np.nonzero(low))
+    assert info["sinkhorn_error"] <= 1e-3
+    np.testing.assert_allclose(warm, plain, atol=2e-3)  # each within the 1e-3 tolerance of the exact marginals

@@ -202,7 +202,7 @@ class _Segments:
 
 
 def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000,
-                   costs=None, max_rounds: int = 8):
+                   costs=None, max_rounds: int = 8, info: dict | None = None):
     r"""Log-domain Sinkhorn on candidate pairs: (csr marginals [n_a, n_b], marginal error).
 
     The sparse counterpart of :func:`sinkhorn` for candidate pairs (e.g. k nearest neighbours):
@@ -222,6 +222,11 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     (or ``max_rounds``). The mass of left-out pairs only falls as candidates join (the potentials
     fall), so the last check bounds what the returned marginals miss; the returned error is the
     larger of the marginal error and that bound.
+
+    ``info`` (a dict) receives ``log_potentials``: (alpha [n_a], beta [n_b]) with
+    :math:`\log P_{ij} = \alpha_i + \beta_j - C_{ij} / T` for *every* pair, candidate or not (before the
+    final scaling of rows or columns above 1, which changes a marginal by at most the error): the log
+    probability of a pair whose marginal underflows, or was left out as below the tolerance.
     """
     n_a, n_b = shape
     cost = np.asarray(cost, np.float64)  # [E]
@@ -241,6 +246,8 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
             state.set_edges(ei, ej, cost)
             f, g, _ = state.solve(temperature, f, g, tol, int(n_iter))
     plan, error = state.plan(f, g, temperature)
+    if info is not None:
+        info["log_potentials"] = (f[:n_a] / temperature, g[:n_b] / temperature)
     keep = (state.ei < n_a) & (state.ej < n_b)
     P = sp.csr_matrix((plan[keep], (state.ei[keep], state.ej[keep])), shape=(n_a, n_b))
     row_sum = np.asarray(P.sum(1)).ravel()
@@ -322,7 +329,8 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
     return (np.concatenate(new_i), np.concatenate(new_j), np.concatenate(new_c)), left_out
 
 
-def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000):
+def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000,
+                       info: dict | None = None):
     """Sinkhorn match marginals of exp(-C / T) (dustbin with ``cost_limit``) and the marginal error.
 
     Near-hard problems (tiny posterior variances, hence costs spanning thousands of
@@ -330,12 +338,16 @@ def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_ite
     about 1e-2: iterations stop at ``tol`` or after ``n_iter``, the remaining error is
     returned (MAD puts it in ``info["sinkhorn_error"]``) instead of warned about, and any row
     or column that still sums above 1 (by at most that error) is scaled down to 1, so the
-    result is always a sub-stochastic matrix.
+    result is always a sub-stochastic matrix. ``info`` (a dict) receives ``log_potentials`` as
+    :func:`sparse_sinkhorn`'s: the log marginal of every pair, also where it underflows to 0.
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="sinkhorn did not converge")
         soft = sinkhorn(C, temperature=temperature, cost_limit=cost_limit, n_iter=n_iter, tol=tol)
     P = soft.marginals  # [n_a, n_b]
+    if info is not None:
+        alpha, beta = soft.log_potentials
+        info["log_potentials"] = (alpha[:P.shape[0]], beta[:P.shape[1]])
     P = P / np.maximum(P.sum(1, keepdims=True), 1.0)
     P = P / np.maximum(P.sum(0, keepdims=True), 1.0)
     return P, float(soft.error)

@@ -195,6 +195,7 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         T, raised = 2.0 * T, raised + 1  # not converged: a higher temperature (less confident)
     if raised:
         info["temperature_from"] += f", raised {2 ** raised}-fold for Sinkhorn to converge"
+    info.pop("log_potentials", None)  # the solver's internals (posterior_marginals' callers read them), not a result
     if "_permutations" in info:
         perms = info.pop("_permutations")  # [S, n_a] local columns
         info["sampled_permutations"] = np.where(perms >= 0, rows_b[np.maximum(perms, 0)], -1)
@@ -240,7 +241,8 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
     return ia, ib, C[ia, ib], P[ia, ib]
 
 
-def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None) -> np.ndarray:
+def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None,
+                           candidates=None) -> np.ndarray:
     """Sinkhorn match marginals [n_a, n_b] of exp(-C / T) on a dense cost: the probabilities of every matcher.
 
     Up to ``DENSE_SINKHORN_MAX`` pairs, dense Sinkhorn (:func:`~bayesalign.matching.sinkhorn_marginals`).
@@ -249,11 +251,14 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
     (``hard``, computed when needed and not given: without ``cost_limit`` the candidates must admit a full
     matching), and every pair that carries more than the tolerance joins
     (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``): near-hard costs stay sparse, soft ones
-    become as dense as they need. ``info`` (a dict) receives ``sinkhorn_error`` and ``probability``.
+    become as dense as they need. ``candidates`` (ei, ej) join the starting pairs: the support of the
+    marginals of the same costs at a lower temperature, whose pairs the higher one needs too, spares most
+    of the completion rounds. ``info`` (a dict) receives ``sinkhorn_error``, ``probability`` and
+    ``log_potentials`` (:func:`~bayesalign.matching.sparse_sinkhorn`: the log marginal of every pair).
     """
     info = {} if info is None else info
     if C.size <= DENSE_SINKHORN_MAX:
-        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit)  # [n_a, n_b]
+        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit, info=info)  # [n_a, n_b]
         info["probability"] = "sinkhorn marginal"
         return P
     source = _MatrixCosts(C)
@@ -263,7 +268,11 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
         full = hard if hard is not None else linear_assignment(C)
         keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
         ei, ej = keys // C.shape[1], keys % C.shape[1]
-    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, costs=source)
+    if candidates is not None:
+        keys = np.unique(np.concatenate([ei * C.shape[1] + ej,
+                                         np.asarray(candidates[0], np.int64) * C.shape[1] + candidates[1]]))
+        ei, ej = keys // C.shape[1], keys % C.shape[1]
+    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, costs=source, info=info)
     info["probability"] = (f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's), "
                            f"completed to {P.nnz} pairs until no row leaves out more than the tolerance")
     return P.toarray()
@@ -279,7 +288,8 @@ def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: fl
     no ``cost_limit``), and the pairs that carry more than the tolerance join from the cost's row
     blocks (:func:`~bayesalign.matching.sparse_sinkhorn`; checked up to ``SINKHORN_CHECK_MAX`` pairs).
     The probabilities ``match`` reports, for callers that need all of them (the temperature fit, the
-    correspondence rounds). ``info`` (a dict) receives ``sinkhorn_error`` and ``probability``.
+    correspondence rounds). ``info`` (a dict) receives ``sinkhorn_error``, ``probability`` and
+    ``log_potentials`` (:func:`~bayesalign.matching.sparse_sinkhorn`: the log marginal of every pair).
     """
     info = {} if info is None else info
     ma, mb = np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64)
@@ -312,7 +322,8 @@ def _sparse_marginals(cost, posteriors, T, cost_limit, k, info):
     ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
     check = shape[0] * shape[1] <= SINKHORN_CHECK_MAX
     P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit,  # csr [n_a, n_b]
-                                                costs=cost_source(cost, ma, va, mb, vb) if check else None)
+                                                costs=cost_source(cost, ma, va, mb, vb) if check else None,
+                                                info=info)
     info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs" + (
         f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
         " (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
