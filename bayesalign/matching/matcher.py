@@ -242,7 +242,7 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
 
 
 def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None,
-                           candidates=None) -> np.ndarray:
+                           candidates=None, tol: float = 1e-3) -> np.ndarray:
     """Sinkhorn match marginals [n_a, n_b] of exp(-C / T) on a dense cost: the probabilities of every matcher.
 
     Up to ``DENSE_SINKHORN_MAX`` pairs, dense Sinkhorn (:func:`~bayesalign.matching.sinkhorn_marginals`).
@@ -253,12 +253,13 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
     (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``): near-hard costs stay sparse, soft ones
     become as dense as they need. ``candidates`` (ei, ej) join the starting pairs: the support of the
     marginals of the same costs at a lower temperature, whose pairs the higher one needs too, spares most
-    of the completion rounds. ``info`` (a dict) receives ``sinkhorn_error``, ``probability`` and
+    of the completion rounds. ``tol``: the largest marginal error (and left-out mass) accepted. ``info`` (a
+    dict) receives ``sinkhorn_error``, ``probability`` and
     ``log_potentials`` (:func:`~bayesalign.matching.sparse_sinkhorn`: the log marginal of every pair).
     """
     info = {} if info is None else info
     if C.size <= DENSE_SINKHORN_MAX:
-        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit, info=info)  # [n_a, n_b]
+        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit, tol=tol, info=info)  # [n_a, n_b]
         info["probability"] = "sinkhorn marginal"
         return P
     source = _MatrixCosts(C)
@@ -268,11 +269,13 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
         full = hard if hard is not None else linear_assignment(C)
         keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
         ei, ej = keys // C.shape[1], keys % C.shape[1]
-    if candidates is not None:
-        keys = np.unique(np.concatenate([ei * C.shape[1] + ej,
-                                         np.asarray(candidates[0], np.int64) * C.shape[1] + candidates[1]]))
-        ei, ej = keys // C.shape[1], keys % C.shape[1]
-    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, costs=source, info=info)
+    if candidates is not None:  # a mask over the dense C: a union without sorting millions of keys
+        taken = np.zeros(C.shape, bool)
+        taken[ei, ej] = True
+        taken[np.asarray(candidates[0], np.int64), np.asarray(candidates[1], np.int64)] = True
+        ei, ej = np.nonzero(taken)
+    P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, tol=tol, costs=source,
+                                                info=info)
     info["probability"] = (f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's), "
                            f"completed to {P.nnz} pairs until no row leaves out more than the tolerance")
     return P.toarray()
