@@ -236,9 +236,8 @@ class MAD(BaseEstimator):
         the same model with every variance equal to its mean. The posterior variances measure
         how well each view pins its own rows down, not how far apart the two views put the same
         point, so these probabilities are overconfident wherever the views' latent spaces
-        disagree (expected calibration error 0.3-0.5 on the shipped real pairs against
-        0.003-0.1 at the fitted T; benchmarks/RESULTS.md, "Calibration"). Self-training always
-        uses the posterior temperature. A number: that T.
+        disagree (the shipped real pairs' calibration at both: benchmarks/RESULTS.md,
+        "Calibration"). Self-training always uses the posterior temperature. A number: that T.
     infer_max_iter : int
         Bound evaluations of ``MRD.infer`` for the unaligned rows (the main cost at large N*).
     seed : int, optional
@@ -1275,8 +1274,12 @@ class MAD(BaseEstimator):
         .. math:: T^\ast = \arg\min_T \; -\sum_{(i,t)\,\in\,\text{anchors}} \log P_T[i, t]
 
         a bounded scalar search over log T from a tenth of the posterior temperature to 10^4
-        times it. The anchors shaped the mappings they are re-inferred under, so their two views
-        agree better than an unaligned pair's do: T* errs on the confident side. Fewer than
+        times it. log P_T[i, t] is read from Sinkhorn's potentials, exact also where the
+        marginal underflows or the sparse solver left the pair out as below its tolerance
+        (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the support of the
+        nearest lower one already solved). The anchors shaped the mappings they are re-inferred
+        under, so they are not exchangeable with the unaligned rows they calibrate, and T* can
+        err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
         ``MIN_CALIBRATION_PAIRS`` anchor pairs: a RuntimeWarning and the posterior temperature.
         The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
         objective at T* and at the posterior temperature).
