@@ -1277,9 +1277,10 @@ class MAD(BaseEstimator):
         times it. log P_T[i, t] is read from Sinkhorn's potentials, exact also where the
         marginal underflows or the sparse solver left the pair out as below its tolerance
         (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the support of the
-        nearest lower one already solved). The anchors shaped the mappings they are re-inferred
-        under, so they are not exchangeable with the unaligned rows they calibrate, and T* can
-        err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
+        nearest lower one already solved and from the potentials of the nearest one, ``warm_start``
+        of :func:`~bayesalign.matching.sinkhorn`). The anchors shaped the mappings they are
+        re-inferred under, so they are not exchangeable with the unaligned rows they calibrate, and
+        T* can err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
         ``MIN_CALIBRATION_PAIRS`` anchor pairs: a RuntimeWarning and the posterior temperature.
         The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
         objective at T* and at the posterior temperature).
@@ -1309,6 +1310,10 @@ class MAD(BaseEstimator):
             C = _cost_matrix(cost, *pool_a, *pool_b)
             hard = linear_assignment(C) if C.size > DENSE_SINKHORN_MAX else None
         supports = {}  # temperature -> the support of its marginals (the sparse path's pairs)
+        potentials = {}  # temperature -> Sinkhorn's potentials there, to warm-start the nearest temperatures
+
+        def nearest(T):  # the potentials of the solved temperature nearest T (in log T), or None
+            return potentials[min(potentials, key=lambda t: abs(np.log(t / T)))] if potentials else None
 
         def objective(log_t: float) -> float:
             # log P of the true pairs from Sinkhorn's potentials, exact also where P underflows or was left out of
@@ -1319,11 +1324,12 @@ class MAD(BaseEstimator):
                 lower = [t for t in supports if t <= T]  # the support at the nearest lower T: pairs T needs too
                 P = sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info,
                                            candidates=supports[max(lower)] if lower else None,
-                                           tol=CALIBRATION_SINKHORN_TOL)
+                                           tol=CALIBRATION_SINKHORN_TOL, warm_start=nearest(T))
                 if C.size > DENSE_SINKHORN_MAX:
                     supports[T] = np.nonzero(P)
             else:
-                posterior_marginals(cost, *pool_a, *pool_b, T, info=info)
+                posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=nearest(T))
+            potentials[T] = info["potentials"]
             alpha, beta = info["log_potentials"]
             return -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import zipfile
 
 import numpy as np
@@ -521,3 +522,37 @@ def test_a_registered_lengthscale_prior_enters_the_objective_and_moves_the_fit()
     for name, p in module.named_parameters():
         # two programs for the same derivative: float64 round-off
         np.testing.assert_allclose(hand[name].numpy(), p.grad.numpy(), rtol=1e-8, atol=1e-9, err_msg=name)
+
+
+def test_lbfgs_runs_with_numpy_blas_single_threaded_and_leaves_torch_and_the_limits_as_they_were():
+    # inside the L-BFGS-B loop numpy / scipy's BLAS runs on one thread (its spinning threads would slow torch's
+    # down); torch's own threads are untouched, and every limit is back once the fit ends, also after an error
+    from threadpoolctl import threadpool_info
+
+    from bayesalign._utils import host_blas_single_threaded
+    from bayesalign.gp import _optim
+
+    own = os.path.dirname(os.path.realpath(torch.__file__))
+
+    def blas_threads():  # numpy / scipy's BLAS (a torch build on OpenBLAS brings its own, left alone)
+        return {d["filepath"]: d["num_threads"] for d in threadpool_info()
+                if d["user_api"] == "blas" and not os.path.realpath(d["filepath"]).startswith(own)}
+
+    before, torch_threads = blas_threads(), torch.get_num_threads()
+    seen = []
+    x = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+
+    def closure():
+        seen.append((blas_threads(), torch.get_num_threads()))
+        value = -((x - 1.0) ** 2).sum()
+        (-value).backward()
+        return value.item()
+
+    result = _optim.maximize(closure, [x], max_evals=50)
+    assert result.converged and torch.allclose(x.detach(), torch.ones(3, dtype=torch.float64), atol=1e-5)
+    assert seen and all(t == torch_threads for _, t in seen)
+    assert all(set(threads.values()) == {1} for threads, _ in seen if threads)
+    assert blas_threads() == before and torch.get_num_threads() == torch_threads
+    with pytest.raises(RuntimeError), host_blas_single_threaded():
+        raise RuntimeError("inside")
+    assert blas_threads() == before

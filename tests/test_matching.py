@@ -637,3 +637,45 @@ def test_sinkhorn_probabilities_from_candidates_of_a_lower_temperature_are_the_s
     warm = sinkhorn_probabilities(cost, 4.0, mean_a=a, mean_b=b, info=info, candidates=np.nonzero(low))
     assert info["sinkhorn_error"] <= 1e-3
     np.testing.assert_allclose(warm, plain, atol=2e-3)  # each within the 1e-3 tolerance of the exact marginals
+
+
+@pytest.mark.parametrize("cost_limit", [None, 4.0])
+@pytest.mark.parametrize("shape", [(60, 60), (50, 70)])
+def test_warm_started_sinkhorn_gives_the_same_marginals_in_fewer_sweeps(shape, cost_limit):
+    # info["potentials"] of a solve at T0 started at a nearby T (above or below it): the same marginals as a
+    # cold solve, to the tolerance, in fewer sweeps (the dense solver counts them); the sparse solver, which
+    # takes them too, gives the dense one's marginals
+    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+
+    rng = np.random.default_rng(9)
+    a, b = rng.normal(size=(shape[0], 2)), rng.normal(size=(shape[1], 2))
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1) / 0.1  # spread ~ 30 T: several scaling stages
+    ei, ej = knn_edges(a, b, 3)
+    hard = m.linear_assignment(cost)  # with it the candidates admit a full matching (as sinkhorn_probabilities')
+    ei, ej = np.nonzero(sp.coo_matrix((np.ones(ei.size + hard.index_a.size), (np.r_[ei, hard.index_a],
+                                                                            np.r_[ej, hard.index_b])),
+                                      shape=shape).toarray())  # each pair once
+    for t0, t in ((2.0, 2.4), (2.4, 2.0)):
+        info = {}
+        m.sinkhorn_marginals(cost, t0, cost_limit, tol=1e-6, n_iter=50000, info=info)
+        f, g, used = info["potentials"]
+        augmented = cost_limit is not None or shape[1] > shape[0]  # a dustbin or a slack row
+        assert used == t0 and f.shape == (shape[0] + augmented,)
+        cold = m.sinkhorn(cost, t, cost_limit, n_iter=50000, tol=1e-6)
+        warm = m.sinkhorn(cost, t, cost_limit, n_iter=50000, tol=1e-6, warm_start=info["potentials"])
+        assert cold.converged and warm.converged and warm.n_iter < cold.n_iter
+        np.testing.assert_allclose(warm.marginals, cold.marginals, atol=1e-5)  # both within 1e-6 of the exact
+        sparse, err = m.sparse_sinkhorn(ei, ej, cost[ei, ej], t, shape, cost_limit, tol=1e-6, n_iter=50000,
+                                        costs=_MatrixCosts(cost), warm_start=info["potentials"])
+        assert err <= 1e-6
+        np.testing.assert_allclose(sparse.toarray(), cold.marginals, atol=1e-5)  # each within 1e-6 (+ 1e-6 left out)
+
+
+def test_warm_start_of_another_problem_is_refused_by_name():
+    cost = np.random.default_rng(0).random((5, 6))
+    with pytest.raises(ValueError, match="warm_start potentials have shapes"):
+        m.sinkhorn(cost, 1.0, warm_start=(np.zeros(5), np.zeros(6), 1.0))  # the slack row is missing
+    with pytest.raises(ValueError, match="warm_start must be"):
+        m.sinkhorn(cost, 1.0, warm_start=(np.zeros(6), np.zeros(6)))
+    with pytest.raises(ValueError, match="finite potentials and a positive temperature"):
+        m.sinkhorn(cost, 1.0, warm_start=(np.zeros(6), np.zeros(6), -1.0))

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
+from .._utils import host_blas_single_threaded
+
 __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 
 #: Consecutive non-finite evaluations L-BFGS-B may backtrack from before the fit stops with an error.
@@ -253,9 +255,10 @@ def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMOR
         g = grad.detach().cpu().numpy().astype(np.float64, copy=False)
         return -value, (g if D is None else g * D)
 
-    result = minimize(fun, host, jac=True, method="L-BFGS-B",
-                      options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
-                               "maxcor": int(memory)})
+    with host_blas_single_threaded():  # else OpenBLAS's spinning threads slow torch's down (and back)
+        result = minimize(fun, host, jac=True, method="L-BFGS-B",
+                          options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
+                                   "maxcor": int(memory)})
     if failures:  # L-BFGS-B stopped without getting past the non-finite region
         raise failures[0]
     message = str(result.message)

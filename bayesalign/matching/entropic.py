@@ -55,17 +55,22 @@ def _slack(n_a: int, n_b: int, cost_limit):
     return float(max(n_b - n_a, 0)), float(max(n_a - n_b, 0)), 0.0
 
 
-def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int, solve):
+def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int, solve, warm_start=None):
     """Sinkhorn along temperatures halving from the cost spread down to T, warm-started (Schmitzer 2019).
 
     The plain iteration needs O(spread / T) sweeps at a low temperature; each stage starts from the
     last one's potentials. ``solve(temp, f, g, stage_tol, budget) -> (f, g, sweeps)`` runs one stage
-    (potentials f, g in cost units, None at the start). Returns (f, g, sweeps in all).
+    (potentials f, g in cost units, None at the start). ``warm_start`` (f, g, T0): the potentials of the
+    same problem solved at T0; the stages then start from them, halving from T0 instead of the spread
+    (none above T: a single stage at T). Returns (f, g, sweeps in all).
     """
-    temperatures = [float(temperature)]
-    while temperatures[-1] * 2 < spread:
-        temperatures.append(temperatures[-1] * 2)
     f = g = None
+    top = spread
+    if warm_start is not None:
+        f, g, top = np.asarray(warm_start[0], np.float64), np.asarray(warm_start[1], np.float64), float(warm_start[2])
+    temperatures = [float(temperature)]
+    while temperatures[-1] * 2 < top:
+        temperatures.append(temperatures[-1] * 2)
     done = 0
     for stage, temp in enumerate(reversed(temperatures)):
         last = stage == len(temperatures) - 1
@@ -76,13 +81,31 @@ def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int,
     return f, g, done
 
 
+def _check_warm_start(warm_start, n_rows: int, n_cols: int):
+    """``warm_start`` as (f [n_rows], g [n_cols], T0) float64, finite, T0 > 0 (the augmented problem's sizes)."""
+    if warm_start is None:
+        return None
+    try:
+        f, g, t0 = warm_start
+    except (TypeError, ValueError):
+        raise ValueError("warm_start must be (f, g, T0): potentials in cost units and their temperature, "
+                         "as info['potentials'] gives them") from None
+    f, g, t0 = np.asarray(f, np.float64), np.asarray(g, np.float64), float(t0)
+    if f.shape != (n_rows,) or g.shape != (n_cols,):
+        raise ValueError(f"warm_start potentials have shapes {f.shape} and {g.shape}; this problem (with its slack "
+                         f"or dustbins) needs ({n_rows},) and ({n_cols},)")
+    if not (t0 > 0 and np.isfinite(t0) and np.isfinite(f).all() and np.isfinite(g).all()):
+        raise ValueError("warm_start must hold finite potentials and a positive temperature")
+    return f, g, t0
+
+
 def _column_error(col_mass, target) -> float:
     """Largest relative violation |mass / target - 1| of the column marginals."""
     return float(np.max(np.abs(col_mass / target - 1.0))) if target.size else 0.0
 
 
-def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000, tol: float = 1e-9
-             ) -> SinkhornResult:
+def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000, tol: float = 1e-9,
+             warm_start=None) -> SinkhornResult:
     r"""Soft assignment by entropic optimal transport, in the log domain (Cuturi 2013).
 
     Solves :math:`\min_P \langle C, P\rangle - T\,H(P)` over match-marginal matrices P >= 0:
@@ -118,6 +141,11 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     n_iter, tol : int, float
         Maximum iterations (over all temperature stages); tolerance on the marginal error, the
         largest |column mass / target - 1| (the rows are exact after each iteration).
+    warm_start : (f, g, T0), optional
+        Potentials in cost units of the augmented problem, :math:`(T_0 \alpha, T_0 \beta)` of a solve of the
+        same costs at temperature T0, and T0: the solve starts from them (epsilon scaling from T0 down, or a
+        single stage when T0 <= T). The optimal potentials move little between nearby temperatures, so a
+        search over T (:meth:`bayesalign.MAD.calibrate_temperature`) needs far fewer sweeps.
 
     Returns
     -------
@@ -162,7 +190,8 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
                 break
         return warm[0], warm[1], sweeps
 
-    f, g, n_done = _epsilon_scaling(float(cost.max() - cost.min()), temperature, tol, int(n_iter), solve)
+    warm_start = _check_warm_start(warm_start, a.size, b.size)
+    f, g, n_done = _epsilon_scaling(float(cost.max() - cost.min()), temperature, tol, int(n_iter), solve, warm_start)
     alpha, beta = f / temperature, g / temperature
     plan = np.exp(cost / -temperature + alpha[:, None] + beta[None, :])  # [n_a (+1), n_b (+1)]
     error = _column_error(plan.sum(0), b)
@@ -202,7 +231,7 @@ class _Segments:
 
 
 def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000,
-                   costs=None, max_rounds: int = 8, info: dict | None = None):
+                   costs=None, max_rounds: int = 8, info: dict | None = None, warm_start=None):
     r"""Log-domain Sinkhorn on candidate pairs: (csr marginals [n_a, n_b], marginal error).
 
     The sparse counterpart of :func:`sinkhorn` for candidate pairs (e.g. k nearest neighbours):
@@ -226,7 +255,11 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     ``info`` (a dict) receives ``log_potentials``: (alpha [n_a], beta [n_b]) with
     :math:`\log P_{ij} = \alpha_i + \beta_j - C_{ij} / T` for *every* pair, candidate or not (before the
     final scaling of rows or columns above 1, which changes a marginal by at most the error): the log
-    probability of a pair whose marginal underflows, or was left out as below the tolerance.
+    probability of a pair whose marginal underflows, or was left out as below the tolerance; and
+    ``potentials``: (f, g, T), the potentials in cost units of the augmented problem (slack or dustbins
+    last), which ``warm_start`` takes (as :func:`sinkhorn`'s) to start a solve at another temperature.
+    With ``costs`` the pairs that the warm potentials give mass at T join the candidates first; without,
+    candidates that leave such pairs out can make a warm start converge more slowly than a cold one.
     """
     n_a, n_b = shape
     cost = np.asarray(cost, np.float64)  # [E]
@@ -235,7 +268,15 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     state = _SparseSinkhorn(n_a, n_b, cost_limit)
     state.set_edges(ei, ej, cost)
     spread = float(cost.max() - cost.min()) if cost.size else 0.0
-    f, g, _ = _epsilon_scaling(spread, temperature, tol, int(n_iter), state.solve)
+    warm_start = _check_warm_start(warm_start, state.a.size, state.b.size)
+    if warm_start is not None and costs is not None:
+        # the pairs the warm potentials give mass at T join before the solve: started from potentials of the full
+        # problem, Sinkhorn on candidates that leave those pairs out converges very slowly, if at all
+        (ni, nj, nc), _ = _left_out_pairs(costs, (n_a, n_b), state, warm_start[0], warm_start[1], temperature, tol)
+        if ni.size:
+            ei, ej, cost = np.r_[ei, ni], np.r_[ej, nj], np.r_[cost, nc]
+            state.set_edges(ei, ej, cost)
+    f, g, _ = _epsilon_scaling(spread, temperature, tol, int(n_iter), state.solve, warm_start)
     left_out = 0.0
     if costs is not None:
         for _ in range(int(max_rounds)):
@@ -248,6 +289,7 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     plan, error = state.plan(f, g, temperature)
     if info is not None:
         info["log_potentials"] = (f[:n_a] / temperature, g[:n_b] / temperature)
+        info["potentials"] = (f, g, temperature)
     keep = (state.ei < n_a) & (state.ej < n_b)
     P = sp.csr_matrix((plan[keep], (state.ei[keep], state.ej[keep])), shape=(n_a, n_b))
     row_sum = np.asarray(P.sum(1)).ravel()
@@ -330,7 +372,7 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
 
 
 def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000,
-                       info: dict | None = None):
+                       info: dict | None = None, warm_start=None):
     """Sinkhorn match marginals of exp(-C / T) (dustbin with ``cost_limit``) and the marginal error.
 
     Near-hard problems (tiny posterior variances, hence costs spanning thousands of
@@ -338,16 +380,19 @@ def sinkhorn_marginals(C, temperature, cost_limit=None, tol: float = 1e-3, n_ite
     about 1e-2: iterations stop at ``tol`` or after ``n_iter``, the remaining error is
     returned (MAD puts it in ``info["sinkhorn_error"]``) instead of warned about, and any row
     or column that still sums above 1 (by at most that error) is scaled down to 1, so the
-    result is always a sub-stochastic matrix. ``info`` (a dict) receives ``log_potentials`` as
-    :func:`sparse_sinkhorn`'s: the log marginal of every pair, also where it underflows to 0.
+    result is always a sub-stochastic matrix. ``info`` (a dict) receives ``log_potentials`` and
+    ``potentials`` as :func:`sparse_sinkhorn`'s: the log marginal of every pair, also where it
+    underflows to 0, and the warm start of a solve at another temperature (``warm_start``).
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="sinkhorn did not converge")
-        soft = sinkhorn(C, temperature=temperature, cost_limit=cost_limit, n_iter=n_iter, tol=tol)
+        soft = sinkhorn(C, temperature=temperature, cost_limit=cost_limit, n_iter=n_iter, tol=tol,
+                        warm_start=warm_start)
     P = soft.marginals  # [n_a, n_b]
     if info is not None:
         alpha, beta = soft.log_potentials
         info["log_potentials"] = (alpha[:P.shape[0]], beta[:P.shape[1]])
+        info["potentials"] = (alpha * float(temperature), beta * float(temperature), float(temperature))
     P = P / np.maximum(P.sum(1, keepdims=True), 1.0)
     P = P / np.maximum(P.sum(0, keepdims=True), 1.0)
     return P, float(soft.error)

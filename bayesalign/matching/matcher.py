@@ -242,7 +242,7 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
 
 
 def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None,
-                           candidates=None, tol: float = 1e-3) -> np.ndarray:
+                           candidates=None, tol: float = 1e-3, warm_start=None) -> np.ndarray:
     """Sinkhorn match marginals [n_a, n_b] of exp(-C / T) on a dense cost: the probabilities of every matcher.
 
     Up to ``DENSE_SINKHORN_MAX`` pairs, dense Sinkhorn (:func:`~bayesalign.matching.sinkhorn_marginals`).
@@ -254,12 +254,14 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
     become as dense as they need. ``candidates`` (ei, ej) join the starting pairs: the support of the
     marginals of the same costs at a lower temperature, whose pairs the higher one needs too, spares most
     of the completion rounds. ``tol``: the largest marginal error (and left-out mass) accepted. ``info`` (a
-    dict) receives ``sinkhorn_error``, ``probability`` and
-    ``log_potentials`` (:func:`~bayesalign.matching.sparse_sinkhorn`: the log marginal of every pair).
+    dict) receives ``sinkhorn_error``, ``probability``, ``log_potentials`` (the log marginal of every pair)
+    and ``potentials``, which ``warm_start`` takes to start a solve of the same costs at another temperature
+    (:func:`~bayesalign.matching.sparse_sinkhorn`).
     """
     info = {} if info is None else info
     if C.size <= DENSE_SINKHORN_MAX:
-        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit, tol=tol, info=info)  # [n_a, n_b]
+        P, info["sinkhorn_error"] = sinkhorn_marginals(C, T, cost_limit, tol=tol, info=info,  # [n_a, n_b]
+                                                       warm_start=warm_start)
         info["probability"] = "sinkhorn marginal"
         return P
     source = _MatrixCosts(C)
@@ -275,14 +277,14 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
         taken[np.asarray(candidates[0], np.int64), np.asarray(candidates[1], np.int64)] = True
         ei, ej = np.nonzero(taken)
     P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, tol=tol, costs=source,
-                                                info=info)
+                                                info=info, warm_start=warm_start)
     info["probability"] = (f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's), "
                            f"completed to {P.nnz} pairs until no row leaves out more than the tolerance")
     return P.toarray()
 
 
 def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: float, cost_limit=None,
-                        info=None) -> sp.csr_matrix:
+                        info=None, warm_start=None) -> sp.csr_matrix:
     """Sinkhorn match marginals (CSR [n_a, n_b]) of two sets of Gaussian posteriors under ``cost``.
 
     Up to ``SPARSE_ABOVE`` pairs the dense cost and :func:`sinkhorn_probabilities`; above it the
@@ -291,8 +293,9 @@ def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: fl
     no ``cost_limit``), and the pairs that carry more than the tolerance join from the cost's row
     blocks (:func:`~bayesalign.matching.sparse_sinkhorn`; checked up to ``SINKHORN_CHECK_MAX`` pairs).
     The probabilities ``match`` reports, for callers that need all of them (the temperature fit, the
-    correspondence rounds). ``info`` (a dict) receives ``sinkhorn_error``, ``probability`` and
-    ``log_potentials`` (:func:`~bayesalign.matching.sparse_sinkhorn`: the log marginal of every pair).
+    correspondence rounds). ``info`` (a dict) receives ``sinkhorn_error``, ``probability``,
+    ``log_potentials`` (the log marginal of every pair) and ``potentials``, which ``warm_start`` takes
+    (:func:`~bayesalign.matching.sparse_sinkhorn`).
     """
     info = {} if info is None else info
     ma, mb = np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64)
@@ -300,8 +303,10 @@ def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: fl
     vb = None if var_b is None else np.asarray(var_b, np.float64)
     if ma.shape[0] * mb.shape[0] <= SPARSE_ABOVE:
         C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
-        return sp.csr_matrix(sinkhorn_probabilities(C, temperature, cost_limit, ma, mb, None, info))
-    return _sparse_marginals(cost, (ma, va, mb, vb), temperature, cost_limit, SINKHORN_NEIGHBORS, info)[0]
+        return sp.csr_matrix(sinkhorn_probabilities(C, temperature, cost_limit, ma, mb, None, info,
+                                                    warm_start=warm_start))
+    return _sparse_marginals(cost, (ma, va, mb, vb), temperature, cost_limit, SINKHORN_NEIGHBORS, info,
+                             warm_start)[0]
 
 
 def posterior_assignment(cost: str, mean_a, var_a, mean_b, var_b) -> Alignment:
@@ -316,7 +321,7 @@ def posterior_assignment(cost: str, mean_a, var_a, mean_b, var_b) -> Alignment:
     return sparse_assignment(sp.csr_matrix((pair_costs(cost, ma, var_a, mb, var_b, ei, ej), (ei, ej)), shape=shape))
 
 
-def _sparse_marginals(cost, posteriors, T, cost_limit, k, info):
+def _sparse_marginals(cost, posteriors, T, cost_limit, k, info, warm_start=None):
     """(csr P, ei, ej, ec, k): Sinkhorn marginals on the kNN candidate pairs (ei, ej) with costs ec, completed
     from the cost's row blocks up to ``SINKHORN_CHECK_MAX`` pairs."""
     ma, va, mb, vb = posteriors
@@ -326,7 +331,7 @@ def _sparse_marginals(cost, posteriors, T, cost_limit, k, info):
     check = shape[0] * shape[1] <= SINKHORN_CHECK_MAX
     P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit,  # csr [n_a, n_b]
                                                 costs=cost_source(cost, ma, va, mb, vb) if check else None,
-                                                info=info)
+                                                info=info, warm_start=warm_start)
     info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs" + (
         f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
         " (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
