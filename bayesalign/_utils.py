@@ -63,7 +63,8 @@ def host_blas_single_threaded():
     several times slower than with one of them single-threaded (benchmarks/RESULTS.md, "Host BLAS
     threads"). The host side of such loops works on vectors (the flat parameters), where threads gain
     nothing. Uses threadpoolctl (scikit-learn's dependency); the libraries inside torch's own folder (a
-    torch build on OpenBLAS) are left alone, and the previous limits come back on exit.
+    torch build on OpenBLAS) are left alone, and the previous limits come back on exit. The limit holds for
+    the whole process while the block runs (a library setting, as every threadpoolctl limit).
     """
     import torch
     from threadpoolctl import ThreadpoolController
