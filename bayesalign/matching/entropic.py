@@ -61,13 +61,14 @@ def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int,
     The plain iteration needs O(spread / T) sweeps at a low temperature; each stage starts from the
     last one's potentials. ``solve(temp, f, g, stage_tol, budget) -> (f, g, sweeps)`` runs one stage
     (potentials f, g in cost units, None at the start). ``warm_start`` (f, g, T0): the potentials of the
-    same problem solved at T0; the stages then start from them, halving from T0 instead of the spread
-    (none above T: a single stage at T). Returns (f, g, sweeps in all).
+    same problem solved at T0; the stages then start from them, halving from the lower of T0 and the
+    spread (a single stage at T when T0 <= T). Returns (f, g, sweeps in all).
     """
     f = g = None
     top = spread
     if warm_start is not None:
-        f, g, top = np.asarray(warm_start[0], np.float64), np.asarray(warm_start[1], np.float64), float(warm_start[2])
+        f, g = np.asarray(warm_start[0], np.float64), np.asarray(warm_start[1], np.float64)
+        top = min(spread, float(warm_start[2]))
     temperatures = [float(temperature)]
     while temperatures[-1] * 2 < top:
         temperatures.append(temperatures[-1] * 2)
