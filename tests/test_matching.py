@@ -521,6 +521,7 @@ def test_match_posterior_temperature_and_likelihood_cost():
     assert lik.info["temperature"] == 1.0 and mean.info["temperature"] == pytest.approx(0.4)
     assert lik.to_permutation().tolist() == mean.to_permutation().tolist() == [4, 3, 2, 1, 0]
     np.testing.assert_allclose(lik.costs, 0.5 * np.log(2 * np.pi * 0.2))  # -log N(0; 0, 0.2) per pair
+    assert not {"log_potentials", "potentials"} & set(lik.info)  # the solver's internals stay out of the result
     with pytest.raises(ValueError, match="needs posterior variances"):
         m.match(LatentEmbedding({"a": x, "b": x}), problem, cost="likelihood")
 

@@ -195,7 +195,8 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         T, raised = 2.0 * T, raised + 1  # not converged: a higher temperature (less confident)
     if raised:
         info["temperature_from"] += f", raised {2 ** raised}-fold for Sinkhorn to converge"
-    info.pop("log_potentials", None)  # the solver's internals (posterior_marginals' callers read them), not a result
+    for internal in ("log_potentials", "potentials"):  # the solver's internals (posterior_marginals' callers
+        info.pop(internal, None)  # read them), not a result
     if "_permutations" in info:
         perms = info.pop("_permutations")  # [S, n_a] local columns
         info["sampled_permutations"] = np.where(perms >= 0, rows_b[np.maximum(perms, 0)], -1)
