@@ -243,7 +243,7 @@ class MAD(BaseEstimator):
     seed : int, optional
     device : str, optional
     progress : bool
-        Progress bars of MRD fits and inference.
+        Progress bars of MRD fits, inference and the temperature fit (on a terminal only).
     mrd_options : dict, optional
         Further keywords of :class:`bayesalign.gp.MRD` (e.g. ``max_iter``, ``init``, ``dtype``).
         (Passing them as keywords of MAD itself, ``MAD(max_iter=...)``, is deprecated: it still
@@ -1331,14 +1331,23 @@ class MAD(BaseEstimator):
                 posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=nearest(T))
             potentials[T] = info["potentials"]
             alpha, beta = info["log_potentials"]
-            return -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())
+            value = -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())
+            bar.set_postfix(T=f"{T:.4g}", objective=f"{value:.6g}", refresh=False)
+            bar.update()
+            return value
+
+        from tqdm.auto import tqdm
 
         centre = np.log(default)
-        found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
-                                method="bounded", options={"xatol": 0.05})
+        # one step per Sinkhorn solve of the search (about a dozen), on a terminal only
+        with tqdm(desc=f"temperature {a}-{b}", unit="solve", leave=False,
+                  disable=None if self.progress else True) as bar:
+            found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
+                                    method="bounded", options={"xatol": 0.05})
+            at_posterior = objective(centre)
         T = float(np.exp(found.x))
         self.calibration_[key] = {**record, "temperature": T, "fallback": False, "objective": float(found.fun),
-                                  "objective_at_posterior_temperature": objective(centre)}
+                                  "objective_at_posterior_temperature": at_posterior}
         return T
 
     def _anchor_pool(self, a, b):

@@ -473,3 +473,41 @@ def test_temperature_from_too_few_anchors_falls_back_with_a_warning():
         MAD(temperature=True).fit(problem)
     with pytest.raises(ValueError, match="'anchors', 'posterior'"):
         mad.align(temperature="fitted")
+
+
+def test_temperature_fit_shows_one_progress_step_per_solve_when_asked(toy, monkeypatch):
+    # progress=True: a bar (on a terminal only: disable=None) steps once per Sinkhorn solve of the search, with
+    # the temperature and objective as postfix; progress=False: disabled. The fitted T is the same either way
+    import copy
+
+    import tqdm.auto
+
+    made = []
+
+    class Recording:
+        def __init__(self, *args, **kwargs):
+            self.kwargs, self.steps, self.postfix = kwargs, 0, None
+            made.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n=1):
+            self.steps += n
+
+        def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
+            self.postfix = kwargs
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    problem, mad, _ = toy
+    temperatures = []
+    for progress in (True, False):
+        model = copy.deepcopy(mad)
+        model.progress, model.calibration_ = progress, {}
+        temperatures.append(model.calibrate_temperature())
+    assert [bar.kwargs["disable"] for bar in made] == [None, True]
+    assert made[0].steps >= 5 and set(made[0].postfix) == {"T", "objective"}
+    assert temperatures[0] == temperatures[1]
