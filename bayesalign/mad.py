@@ -1276,11 +1276,10 @@ class MAD(BaseEstimator):
         a bounded scalar search over log T from a tenth of the posterior temperature to 10^4
         times it. log P_T[i, t] is read from Sinkhorn's potentials, exact also where the
         marginal underflows or the sparse solver left the pair out as below its tolerance
-        (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the support of the
-        nearest lower one already solved and from the potentials of the nearest one, ``warm_start``
-        of :func:`~bayesalign.matching.sinkhorn`). The anchors shaped the mappings they are
-        re-inferred under, so they are not exchangeable with the unaligned rows they calibrate, and
-        T* can err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
+        (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the potentials of the
+        nearest one already solved, ``warm_start`` of :func:`~bayesalign.matching.sinkhorn`). The
+        anchors shaped the mappings they are re-inferred under, so they are not exchangeable with
+        the unaligned rows they calibrate, and T* can err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
         ``MIN_CALIBRATION_PAIRS`` anchor pairs: a RuntimeWarning and the posterior temperature.
         The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
         objective at T* and at the posterior temperature).
@@ -1309,7 +1308,6 @@ class MAD(BaseEstimator):
         if dense:  # one cost matrix and one optimal assignment for every temperature the search tries
             C = _cost_matrix(cost, *pool_a, *pool_b)
             hard = linear_assignment(C) if C.size > DENSE_SINKHORN_MAX else None
-        supports = {}  # temperature -> the support of its marginals (the sparse path's pairs)
         potentials = {}  # temperature -> Sinkhorn's potentials there, to warm-start the nearest temperatures
 
         def nearest(T):  # the potentials of the solved temperature nearest T (in log T), or None
@@ -1321,12 +1319,8 @@ class MAD(BaseEstimator):
             # 1e-9 would count as one at 1e-308 and push T up)
             info, T = {}, float(np.exp(log_t))
             if dense:
-                lower = [t for t in supports if t <= T]  # the support at the nearest lower T: pairs T needs too
-                P = sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info,
-                                           candidates=supports[max(lower)] if lower else None,
-                                           tol=CALIBRATION_SINKHORN_TOL, warm_start=nearest(T))
-                if C.size > DENSE_SINKHORN_MAX:
-                    supports[T] = np.nonzero(P)
+                sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info, tol=CALIBRATION_SINKHORN_TOL,
+                                       warm_start=nearest(T))
             else:
                 posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=nearest(T))
             potentials[T] = info["potentials"]

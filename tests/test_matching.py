@@ -623,21 +623,24 @@ def test_log_potentials_give_the_log_marginal_of_every_pair_also_below_the_candi
         assert not sparse or (P[exact < -60] == 0).mean() > 0.5  # most such pairs were never candidates
 
 
-def test_sinkhorn_probabilities_from_candidates_of_a_lower_temperature_are_the_same():
-    # the support of the marginals at a lower temperature, given as candidates, spares completion rounds and
-    # changes nothing: the marginals are those of the full problem either way, to the tolerance
+def test_sinkhorn_probabilities_warm_started_from_another_temperature_are_the_same():
+    # on the sparse path (kNN candidates completed from the dense costs) the potentials of a solve at a lower or
+    # a higher temperature, given as warm_start, change nothing: the marginals are those of the full problem
+    # either way, to the tolerance
     from bayesalign.matching.matcher import sinkhorn_probabilities
 
     rng = np.random.default_rng(8)
     a = rng.normal(size=(600, 3))
     b = a[rng.permutation(600)] + 0.3 * rng.normal(size=a.shape)
     cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1) / 0.05  # 360,000 pairs: the sparse path
-    low = sinkhorn_probabilities(cost, 2.0, mean_a=a, mean_b=b)
     plain = sinkhorn_probabilities(cost, 4.0, mean_a=a, mean_b=b)
-    info = {}
-    warm = sinkhorn_probabilities(cost, 4.0, mean_a=a, mean_b=b, info=info, candidates=np.nonzero(low))
-    assert info["sinkhorn_error"] <= 1e-3
-    np.testing.assert_allclose(warm, plain, atol=2e-3)  # each within the 1e-3 tolerance of the exact marginals
+    for other in (2.0, 8.0):
+        solved = {}
+        sinkhorn_probabilities(cost, other, mean_a=a, mean_b=b, info=solved)
+        info = {}
+        warm = sinkhorn_probabilities(cost, 4.0, mean_a=a, mean_b=b, info=info, warm_start=solved["potentials"])
+        assert info["sinkhorn_error"] <= 1e-3
+        np.testing.assert_allclose(warm, plain, atol=2e-3)  # each within the 1e-3 tolerance of the exact marginals
 
 
 @pytest.mark.parametrize("cost_limit", [None, 4.0])

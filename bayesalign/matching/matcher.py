@@ -243,7 +243,7 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
 
 
 def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None,
-                           candidates=None, tol: float = 1e-3, warm_start=None) -> np.ndarray:
+                           tol: float = 1e-3, warm_start=None) -> np.ndarray:
     """Sinkhorn match marginals [n_a, n_b] of exp(-C / T) on a dense cost: the probabilities of every matcher.
 
     Up to ``DENSE_SINKHORN_MAX`` pairs, dense Sinkhorn (:func:`~bayesalign.matching.sinkhorn_marginals`).
@@ -252,9 +252,8 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
     (``hard``, computed when needed and not given: without ``cost_limit`` the candidates must admit a full
     matching), and every pair that carries more than the tolerance joins
     (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``): near-hard costs stay sparse, soft ones
-    become as dense as they need. ``candidates`` (ei, ej) join the starting pairs: the support of the
-    marginals of the same costs at a lower temperature, whose pairs the higher one needs too, spares most
-    of the completion rounds. ``tol``: the largest marginal error (and left-out mass) accepted. ``info`` (a
+    become as dense as they need; with ``warm_start`` the pairs its potentials give mass join first.
+    ``tol``: the largest marginal error (and left-out mass) accepted. ``info`` (a
     dict) receives ``sinkhorn_error``, ``probability``, ``log_potentials`` (the log marginal of every pair)
     and ``potentials``, which ``warm_start`` takes to start a solve of the same costs at another temperature
     (:func:`~bayesalign.matching.sparse_sinkhorn`).
@@ -272,11 +271,6 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
         full = hard if hard is not None else linear_assignment(C)
         keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
         ei, ej = keys // C.shape[1], keys % C.shape[1]
-    if candidates is not None:  # a mask over the dense C: a union without sorting millions of keys
-        taken = np.zeros(C.shape, bool)
-        taken[ei, ej] = True
-        taken[np.asarray(candidates[0], np.int64), np.asarray(candidates[1], np.int64)] = True
-        ei, ej = np.nonzero(taken)
     P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, tol=tol, costs=source,
                                                 info=info, warm_start=warm_start)
     info["probability"] = (f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's), "
