@@ -616,6 +616,7 @@ class MAD(BaseEstimator):
         self.timings_["total_seconds"] = time.perf_counter() - start
         self._stream = {}
         self.calibration_ = {}
+        self._calibration_potentials = {}
 
     def _fit_anchors_only(self, problem: AlignmentProblem) -> None:
         """The paper's procedure: MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v
@@ -1342,7 +1343,28 @@ class MAD(BaseEstimator):
         T = float(np.exp(found.x))
         self.calibration_[key] = {**record, "temperature": T, "fallback": False, "objective": float(found.fun),
                                   "objective_at_posterior_temperature": at_posterior}
+        # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
+        # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
+        f, g, T0 = nearest(T)
+        rows_a, _, _, rows_b, _, _, _ = self._candidates(a, b)
+        n_a, n_b, n = rows_a.size, rows_b.size, len(true_a)
+        self._calibration_potentials[key] = (rows_a, rows_b,
+                                             (np.r_[f[:n_a], f[n_a + n:]], np.r_[g[:n_b], g[n_b + n:]], T0))
         return T
+
+    def _fitted_warm_start(self, a, b, cost, temperature, cost_limit, rows_a, rows_b):
+        """(the calibration record, Sinkhorn's potentials) when ``temperature`` is the one fitted on the anchors, else
+        (None, None): the temperature search's potentials at T* over the unaligned rows, from which the same rows'
+        solve at T* starts near its solution (none with ``cost_limit``, whose dustbins make another problem, for
+        other rows, or for a model loaded from a file)."""
+        fitted = self.calibration_.get((a, b, cost))
+        if fitted is None or fitted["fallback"] or temperature != fitted["temperature"]:
+            return None, None
+        saved = self._calibration_potentials.get((a, b, cost))
+        if cost_limit is not None or saved is None or not (np.array_equal(saved[0], rows_a) and
+                                                            np.array_equal(saved[1], rows_b)):
+            return fitted, None
+        return fitted, saved[2]
 
     def _anchor_pool(self, a, b):
         """The unaligned rows of a and b with the anchor pairs appended, each anchor inferred again from
@@ -1406,7 +1428,9 @@ class MAD(BaseEstimator):
         rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
         temperature = self._temperature(a, b, cost, temperature)
         T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
-        P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit)  # csr [n_a, n_b]
+        P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit,  # csr [n_a, n_b]
+                                warm_start=self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a,
+                                                                   rows_b)[1])
         return rows_a, rows_b, (P.toarray() if rows_a.size * rows_b.size <= SPARSE_ABOVE else P)
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
@@ -1452,13 +1476,13 @@ class MAD(BaseEstimator):
         cost = self.cost if cost is None else cost
         rows_a, _, _, rows_b, _, _, dims = self._candidates(a, b)
         temperature = self._temperature(a, b, cost, temperature)
+        fitted, warm = self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a, rows_b)
         al = match(self.embedding_, self.problem_, a, b, matcher=matcher, cost=cost, cost_limit=cost_limit,
                    temperature=temperature, dims=dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
                    n_neighbors=n_neighbors, order=order, n_samples=n_samples,
-                   seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}")
+                   seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}", warm_start=warm)
         info = {"shared_dims": dims.tolist(), "shared_threshold": self.shared_threshold_, **al.info}
-        fitted = self.calibration_.get((a, b, cost))
-        if fitted is not None and not fitted["fallback"] and temperature == fitted["temperature"]:
+        if fitted is not None:
             info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"
         index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities
         cand_a, cand_b = rows_a, rows_b

@@ -170,4 +170,5 @@ def _read(path, device):
                                        method="mad")
     model._stream = {}
     model.calibration_ = {}
+    model._calibration_potentials = {}
     return model

@@ -80,7 +80,7 @@ def posterior_temperature(cost: str, var_a, var_b) -> float:
 def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None, *, matcher: str = "hungarian",
           cost: str = "mean", cost_limit=None, temperature: float | None = None, dims=None, rows_a=None,
           rows_b=None, sparse: bool | None = None, n_neighbors: int = 10, order=None, n_samples: int = 100,
-          seed=None, method: str = "") -> Alignment:
+          seed=None, method: str = "", warm_start=None) -> Alignment:
     """Match the not-anchored rows of views a and b in an embedding, with per-pair probabilities.
 
     Costs (``cost``): ``"mean"``, the squared Euclidean distance between the coordinates (MAD's
@@ -126,6 +126,11 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
     n_samples, seed : perturb-and-MAP samples and seed.
     method : str
         Stored in the Alignment.
+    warm_start : (f, g, T0), optional
+        Sinkhorn potentials of the same rows and costs solved at T0 (``info["potentials"]`` of
+        :func:`~bayesalign.matching.posterior_marginals`, slack or dustbins included): the probabilities'
+        Sinkhorn starts from them instead of from the cost spread (the same marginals, fewer sweeps).
+        Not used by ``"perturb"``.
 
     Returns
     -------
@@ -184,10 +189,10 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         info["temperature"] = T
         if sparse:
             ia, ib, costs, probs = _match_sparse(matcher, cost, posteriors, T, cost_limit, order, int(n_neighbors),
-                                                 info)
+                                                 info, warm_start)
         else:
             ia, ib, costs, probs = _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed,
-                                                info)
+                                                info, warm_start)
         if bayesian or temperature is not None or info.get("sinkhorn_error", 0.0) <= SINKHORN_TOLERANCE:
             break
         if raised == 40:
@@ -220,7 +225,7 @@ def _candidate_pairs(ma, mb, k, shape, cost_limit):
     return ei, ej, k
 
 
-def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed, info):
+def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed, info, warm_start=None):
     """Local pairs (ia, ib), their costs and probabilities, on the dense (n_a, n_b) cost."""
     ma, va, mb, vb = posteriors
     C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
@@ -235,7 +240,7 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
         info["probability"] = f"perturb-and-MAP frequency over {int(n_samples)} samples"
         info["_permutations"] = sampled.permutations
     else:
-        P = sinkhorn_probabilities(C, T, cost_limit, ma, mb, hard, info)  # [n_a, n_b]
+        P = sinkhorn_probabilities(C, T, cost_limit, ma, mb, hard, info, warm_start=warm_start)  # [n_a, n_b]
     if hard is None:
         hard = _max_expected_matches(P, C, cost_limit)
     ia, ib = hard.index_a, hard.index_b
@@ -333,13 +338,13 @@ def _sparse_marginals(cost, posteriors, T, cost_limit, k, info, warm_start=None)
     return P, ei, ej, ec, k
 
 
-def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info):
+def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info, warm_start=None):
     """The same on kNN candidate pairs only (see ``match(sparse=True)``)."""
     ma, va, mb, vb = posteriors
     if matcher == "perturb" or (matcher == "myopic" and cost == "likelihood"):
         raise ValueError(f"matcher {matcher!r} with the {cost} cost needs the dense path (sparse=False)")
     shape = (ma.shape[0], mb.shape[0])
-    P, ei, ej, ec, k = _sparse_marginals(cost, posteriors, T, cost_limit, k, info)
+    P, ei, ej, ec, k = _sparse_marginals(cost, posteriors, T, cost_limit, k, info, warm_start)
     if matcher == "hungarian" and cost == "mean":
         hard = assign(ma, mb, method="sparse", k=k, metric="sqeuclidean", cost_limit=cost_limit)
         info["certified"] = hard.info.get("certified")
