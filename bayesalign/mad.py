@@ -292,6 +292,12 @@ class MAD(BaseEstimator):
         kept start only. Default (None): all three on the collapsed engine, the joint Laplacian alone
         with ``engine="svi"``, which takes one start ("joint_laplacian" or "pca"; its stochastic bound
         cannot rank starts).
+    start_inducing : int, optional
+        With several starts on the collapsed engine: fit each start with this many inducing inputs,
+        keep the highest bound, then grow the kept fit to ``num_inducing`` (new inducing inputs at
+        the entity means farthest from the others, :meth:`bayesalign.gp.MRD.grow_inducing`, which never
+        lowers the bound) and continue it for MRD's ``max_iter`` evaluations. The cost of an evaluation
+        grows as M^2, so the starts race at a fraction of it. None: every start at ``num_inducing``.
 
     Attributes
     ----------
@@ -337,8 +343,9 @@ class MAD(BaseEstimator):
         the round is judged on), ``changed`` (fraction of the first two views' Hungarian pairs that
         changed), ``accuracy`` (of those pairs; None without truth), ``kept``.
     starts_ : list of dict
-        With ``training="all_rows"``: ``start``, ``elbo`` (its fit's final bound) and ``kept`` of every
-        start the last fit from scratch tried.
+        With ``training="all_rows"``: ``start``, ``elbo`` (its fit's final bound; with ``start_inducing``,
+        at that many inducing inputs, before the kept fit grew) and ``kept`` of every start the last fit
+        from scratch tried.
     start_ : str or None
         The start kept (the one later refits use).
     self_training_history_ : list of dict
@@ -369,7 +376,7 @@ class MAD(BaseEstimator):
                  training: str = "all_rows", standardize: bool = False, latent_prior: str = "graph",
                  graph_strength: float = 10.0, n_neighbors: int = 10, engine: str = "collapsed",
                  svi_options: dict | None = None, correspondence_rounds: int = 0, correspondence_neighbors: int = 5,
-                 starts=None, **mrd_kwargs):
+                 starts=None, start_inducing: int | None = None, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -395,6 +402,7 @@ class MAD(BaseEstimator):
         self.correspondence_rounds = correspondence_rounds
         self.correspondence_neighbors = correspondence_neighbors
         self.starts = starts
+        self.start_inducing = start_inducing
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -452,6 +460,13 @@ class MAD(BaseEstimator):
             if self.engine == "svi" and "cca" in starts:
                 raise ValueError("engine='svi' starts from 'joint_laplacian' or 'pca' (StochasticMRD has no 'cca' "
                                  "initialisation)")
+        if self.start_inducing is not None:
+            value = self.start_inducing
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"start_inducing must be a positive integer or None, got {value!r}")
+            if value > self.num_inducing:
+                raise ValueError(f"start_inducing={value} is more than num_inducing={self.num_inducing}: the kept "
+                                 "start grows to num_inducing, it cannot shrink")
         if self.correspondence_rounds and not float(self.graph_strength) > 0:
             raise ValueError("correspondence_rounds needs graph_strength > 0: the soft correspondences enter the "
                              "fit as edges of the graph prior, weighted by graph_strength")
@@ -716,9 +731,16 @@ class MAD(BaseEstimator):
             options.setdefault("init", init)
             if start_embedding is not None:  # a refinement round goes on from the previous fit
                 options["init"] = start_embedding
-            self.model_ = MRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel, seed=self.seed,
-                              device=self.device, progress=self.progress, **options).fit(
+            M = int(self.num_inducing)
+            race = (self.start_inducing is not None and int(self.start_inducing) < M and
+                    isinstance(options["init"], tuple) and len(options["init"]) > 1)
+            self.model_ = MRD(latent_dim=Q, num_inducing=int(self.start_inducing) if race else M, kernel=self.kernel,
+                              seed=self.seed, device=self.device, progress=self.progress, **options).fit(
                 arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
+            if race:  # the starts raced with fewer inducing inputs: the kept fit grows to num_inducing and goes on
+                if names_tried is not None:
+                    self._record_starts(names_tried)  # the race's bounds
+                self.model_.grow_inducing(M)
             mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
         if names_tried is not None and getattr(self, "start_", None) is None:  # a fit from scratch, not a refit
             self._record_starts(names_tried)

@@ -297,7 +297,31 @@ def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_fr
     assert loaded.starts_ == trained.starts_ and loaded.start_ == first and loaded.starts == ["cca", "pca"]
 
 
+def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, all_rows):
+    # start_inducing: every start is the fit it would be alone at that many inducing inputs (the same bounds as a
+    # plain MAD with num_inducing=start_inducing, round-off aside), the highest is kept and grown to num_inducing
+    # (never lowering its bound) and continued; a single start, or start_inducing = num_inducing, fits directly
+    raced = ba.MAD(latent_dim=4, num_inducing=16, start_inducing=10, seed=0, mrd_options={"max_iter": 400}).fit(toy)
+    assert [s["start"] for s in raced.starts_] == [s["start"] for s in all_rows.starts_]
+    for a, b in zip(raced.starts_, all_rows.starts_):
+        assert a["elbo"] == pytest.approx(b["elbo"], rel=1e-9) and a["kept"] == b["kept"]
+    assert raced.start_ == all_rows.start_
+    model = raced.model_
+    assert model.num_inducing == 16 and model.module_.inducing_inputs.shape[1] == 16
+    assert model.elbo() >= max(s["elbo"] for s in raced.starts_)
+    assert model.n_iter_ > all_rows.model_.n_iter_  # the race's evaluations, then the continued fit's
+    n, rows = raced.entities_
+    free, mean, _ = raced.posteriors_["Y2"]
+    np.testing.assert_array_equal(mean, model.entity_means_[rows["Y2"][free]])  # the grown fit's posteriors
+    single = ba.MAD(latent_dim=4, num_inducing=16, start_inducing=10, seed=0, starts=("pca",),
+                    mrd_options={"max_iter": 100}).fit(toy)
+    direct = ba.MAD(latent_dim=4, num_inducing=16, seed=0, starts=("pca",), mrd_options={"max_iter": 100}).fit(toy)
+    assert single.model_.elbo() == direct.model_.elbo()
+
+
 @pytest.mark.parametrize("options, message", [
+    ({"start_inducing": 30, "num_inducing": 20}, "start_inducing=30 is more than num_inducing=20"),
+    ({"start_inducing": 0}, "start_inducing must be a positive integer"),
     ({"starts": ("pca", "spectral")}, "starts must be a non-empty sequence"),
     ({"starts": ()}, "starts must be a non-empty sequence"),
     ({"starts": ("pca",), "training": "anchors"}, "starts are the all-rows model's"),

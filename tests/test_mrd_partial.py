@@ -333,3 +333,44 @@ def test_the_entities_of_an_alignment_problem_are_the_layout_of_the_partial_fit(
     latent = model.latent_.means
     for i, j in pairs:  # one latent point for both rows of an anchor
         np.testing.assert_array_equal(latent["a"][i], latent["b"][j])
+
+
+@pytest.mark.parametrize("inducing", ["shared", "per_view"])
+def test_grown_inducing_inputs_never_lower_the_bound_and_sit_at_the_farthest_entities(fitted_partial, inducing,
+                                                                                       tmp_path):
+    # Titsias (2009): the collapsed bound is log p(Y) minus a KL to the exact posterior that a larger inducing set
+    # can only shrink, so adding inducing inputs at fixed other parameters never lowers it (Kuu's jitter, relative
+    # to its diagonal, perturbs this by round-off only). Each new input is the mean of the observed entity farthest
+    # from its set's inputs so far (brute force below); the entities no view observes (80-82) are never picked
+    import copy
+
+    X, views, rows, fitted = fitted_partial
+    if inducing == "shared":
+        model = copy.deepcopy(fitted)
+    else:
+        model = MRD(latent_dim=5, num_inducing=12, max_iter=150, warmup_iters=50, inducing="per_view",
+                    progress=False, seed=0).fit(views, observed=rows, n_entities=83)
+    before, Z0 = model.elbo(), model.module_.inducing_inputs.detach().clone()  # [1 or 3, 12, 5]
+    model._add_inducing(20)
+    added, Z = model.elbo(), model.module_.inducing_inputs.detach()
+    assert Z.shape == (Z0.shape[0], 20, 5) and model.num_inducing == 20
+    assert added >= before - 1e-8 * abs(before)
+    np.testing.assert_array_equal(Z[:, :12], Z0)
+    means = model.entity_means_[:80]  # the observed entities
+    for k in range(Z.shape[0]):
+        picked = Z0[k].numpy()
+        for z in Z[k, 12:].numpy():
+            gap = np.sqrt(((means[:, None, :] - picked[None]) ** 2).sum(-1)).min(1)  # [80]
+            np.testing.assert_allclose(z, means[np.argmax(gap)], rtol=0, atol=1e-12)
+            picked = np.vstack([picked, z])
+    history = len(model.history_)
+    model.continue_fit(max_iter=40)
+    assert len(model.history_) > history and model.elbo() >= added - 1e-8 * abs(added)
+    path = tmp_path / "grown.npz"
+    model.save(path)
+    assert MRD.load(path).elbo() == model.elbo()
+    with pytest.raises(ValueError, match="fewer than the 20 inducing inputs"):
+        model.grow_inducing(15)
+    with pytest.warns(RuntimeWarning, match="more than the 80 observed entities"):
+        model._add_inducing(100)
+    assert model.module_.inducing_inputs.shape[1] == 80

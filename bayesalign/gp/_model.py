@@ -266,6 +266,48 @@ class LatentGPBase(BaseEstimator):
             self._warn_unconverged(done + budget, budget, stacklevel=3)
         return self
 
+    def grow_inducing(self, num_inducing: int, max_iter: int | None = None):
+        """Add inducing inputs up to ``num_inducing`` per set, then go on maximising the bound (:meth:`continue_fit`).
+
+        Each new inducing input goes to the q(X) mean of the observed entity farthest (Euclidean) from every
+        inducing input of its set so far (greedy farthest-point selection), so the new ones cover the latent
+        regions the old ones leave out. At fixed other parameters, adding inducing inputs never lowers the
+        collapsed bound (Titsias 2009: the bound is log p(Y) minus a KL to the exact posterior that a larger
+        inducing set can only shrink), so the continued fit starts at or above the bound it had. Then
+        ``max_iter`` evaluations (default the model's ``max_iter``); ``num_inducing`` becomes the new size.
+        Capped at the number of observed entities, with a warning.
+        """
+        self._add_inducing(num_inducing)
+        return self.continue_fit(max_iter)
+
+    def _add_inducing(self, num_inducing: int) -> None:
+        """The first half of :meth:`grow_inducing`: the new inducing inputs, by farthest-point selection."""
+        self._check_fitted()
+        module = self.module_
+        if not isinstance(num_inducing, (int, np.integer)) or isinstance(num_inducing, bool):
+            raise ValueError(f"num_inducing must be an int, got {num_inducing!r}")
+        Z = module.inducing_inputs.detach()  # [1 or V, M, Q]
+        if num_inducing < Z.shape[1]:
+            raise ValueError(f"num_inducing={num_inducing} is fewer than the {Z.shape[1]} inducing inputs the model "
+                             "has; grow_inducing only adds")
+        seen = module._seen_entities()
+        means = module.q_mean.detach() if seen is None else module.q_mean.detach()[seen]  # [N_seen, Q]
+        if num_inducing > means.shape[0]:
+            warnings.warn(f"num_inducing={num_inducing} is more than the {means.shape[0]} observed entities; using "
+                          f"{means.shape[0]}", RuntimeWarning, stacklevel=3)
+            num_inducing = int(means.shape[0])
+        grown = []
+        for Zk in Z:  # each set of inducing inputs: [M, Q]
+            gap = torch.cdist(means, Zk).min(1).values  # [N_seen] distance to the nearest inducing input
+            chosen = []
+            for _ in range(num_inducing - Zk.shape[0]):
+                i = int(torch.argmax(gap))
+                chosen.append(i)
+                gap = torch.minimum(gap, (means - means[i]).square().sum(1).sqrt())
+            grown.append(torch.cat([Zk, means[chosen]], 0))
+        module.inducing_inputs = torch.nn.Parameter(torch.stack(grown))  # [1 or V, num_inducing, Q]
+        self.num_inducing = int(num_inducing)
+
     def _optimise(self, max_iter: int):
         """Warm-up with the noise fixed (GPy issue #286: otherwise the noise may absorb the signal),
         then all parameters; ``max_iter`` bound evaluations in all. Every restart of L-BFGS (after
