@@ -217,7 +217,10 @@ class MAD(BaseEstimator):
     latent_dim : int
         Q, the number of latent dimensions of MRD.
     num_inducing : int
-        Inducing points of MRD (capped at the number of anchors).
+        Inducing inputs of MRD, capped at the number of latent points it fits (the anchors with
+        ``training="anchors"``, every entity with ``"all_rows"``). The cost of a bound evaluation grows
+        as N M^2; 80 matched the shipped 2,000-row pairs better than 30 (benchmarks/RESULTS.md, "More
+        inducing inputs").
     kernel : str or gpytorch kernel
         MRD's kernel per view ("rbf", "linear", ...).
     shared_threshold : float in [0, 1)
@@ -296,8 +299,10 @@ class MAD(BaseEstimator):
         With several starts on the collapsed engine: fit each start with this many inducing inputs,
         keep the highest bound, then grow the kept fit to ``num_inducing`` (new inducing inputs at
         the entity means farthest from the others, :meth:`bayesalign.gp.MRD.grow_inducing`, which never
-        lowers the bound) and continue it for MRD's ``max_iter`` evaluations. The cost of an evaluation
-        grows as M^2, so the starts race at a fraction of it. None: every start at ``num_inducing``.
+        lowers the bound) and continue it for half of MRD's ``max_iter`` evaluations (on the shipped pairs
+        as good as the whole budget, in half its time). The cost of an evaluation grows as M^2, so the
+        starts race at a fraction of it. None (or ``num_inducing`` or more): every
+        start at ``num_inducing``.
 
     Attributes
     ----------
@@ -370,13 +375,13 @@ class MAD(BaseEstimator):
     True
     """
 
-    def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", shared_threshold: float = 0.05,
+    def __init__(self, latent_dim: int = 5, num_inducing: int = 80, kernel="rbf", shared_threshold: float = 0.05,
                  cost: str = "likelihood", temperature: float | str | None = "anchors", infer_max_iter: int = 500,
                  seed=None, device=None, progress: bool = False, mrd_options: dict | None = None,
                  training: str = "all_rows", standardize: bool = False, latent_prior: str = "graph",
                  graph_strength: float = 10.0, n_neighbors: int = 10, engine: str = "collapsed",
                  svi_options: dict | None = None, correspondence_rounds: int = 0, correspondence_neighbors: int = 5,
-                 starts=None, start_inducing: int | None = None, **mrd_kwargs):
+                 starts=None, start_inducing: int | None = 30, **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -464,9 +469,6 @@ class MAD(BaseEstimator):
             value = self.start_inducing
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"start_inducing must be a positive integer or None, got {value!r}")
-            if value > self.num_inducing:
-                raise ValueError(f"start_inducing={value} is more than num_inducing={self.num_inducing}: the kept "
-                                 "start grows to num_inducing, it cannot shrink")
         if self.correspondence_rounds and not float(self.graph_strength) > 0:
             raise ValueError("correspondence_rounds needs graph_strength > 0: the soft correspondences enter the "
                              "fit as edges of the graph prior, weighted by graph_strength")
@@ -720,7 +722,8 @@ class MAD(BaseEstimator):
                 options["init"] = start_embedding
             if prior is not None:
                 options.setdefault("latent_prior", prior)
-            self.model_ = StochasticMRD(latent_dim=Q, num_inducing=int(self.num_inducing), kernel=self.kernel,
+            self.model_ = StochasticMRD(latent_dim=Q, num_inducing=min(int(self.num_inducing), n_entities),
+                                        kernel=self.kernel,
                                         seed=self.seed, device=self.device, progress=self.progress,
                                         **options).fit(arrays, observed=rows)
             mean, var = self.model_.latent_mean_, self.model_.latent_variance_  # [E, Q] each
@@ -731,7 +734,7 @@ class MAD(BaseEstimator):
             options.setdefault("init", init)
             if start_embedding is not None:  # a refinement round goes on from the previous fit
                 options["init"] = start_embedding
-            M = int(self.num_inducing)
+            M = min(int(self.num_inducing), n_entities)  # every entity is observed by some view
             race = (self.start_inducing is not None and int(self.start_inducing) < M and
                     isinstance(options["init"], tuple) and len(options["init"]) > 1)
             self.model_ = MRD(latent_dim=Q, num_inducing=int(self.start_inducing) if race else M, kernel=self.kernel,
@@ -740,7 +743,7 @@ class MAD(BaseEstimator):
             if race:  # the starts raced with fewer inducing inputs: the kept fit grows to num_inducing and goes on
                 if names_tried is not None:
                     self._record_starts(names_tried)  # the race's bounds
-                self.model_.grow_inducing(M)
+                self.model_.grow_inducing(M, max(self.model_.max_iter // 2, 1))
             mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
         if names_tried is not None and getattr(self, "start_", None) is None:  # a fit from scratch, not a refit
             self._record_starts(names_tried)

@@ -51,8 +51,8 @@ def baselines():
 
 
 def mads(args):
-    common = dict(latent_dim=args.latent_dim, num_inducing=args.num_inducing, start_inducing=args.start_inducing,
-                  progress=False)
+    common = dict(latent_dim=args.latent_dim, num_inducing=args.num_inducing,
+                  start_inducing=args.start_inducing or None, progress=False)
     return {
         "MAD (all rows, standardised)": lambda seed: ba.MAD(**common, seed=seed, training="all_rows",
                                                             standardize=True),
@@ -72,9 +72,10 @@ def main(argv=None):
     parser.add_argument("--pairs", nargs="*", default=list(PAIRS), choices=list(PAIRS), metavar="PAIR")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--latent-dim", type=int, default=5)
-    parser.add_argument("--num-inducing", type=int, default=30)
-    parser.add_argument("--start-inducing", type=int, default=None,
-                        help="MAD's start_inducing: the starts race at this many inducing inputs, the kept one grows")
+    parser.add_argument("--num-inducing", type=int, default=80, help="MAD's num_inducing (its default)")
+    parser.add_argument("--start-inducing", type=int, default=30,
+                        help="MAD's start_inducing (its default): the starts race at this many inducing inputs, the "
+                        "kept one grows to --num-inducing; 0: every start at --num-inducing")
     parser.add_argument("--skip-anchors-only", action="store_true")
     parser.add_argument("--variants", nargs="*", metavar="TEXT",
                         help="run only the MAD variants whose label contains one of these texts")

@@ -320,7 +320,6 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, all_
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"start_inducing": 30, "num_inducing": 20}, "start_inducing=30 is more than num_inducing=20"),
     ({"start_inducing": 0}, "start_inducing must be a positive integer"),
     ({"starts": ("pca", "spectral")}, "starts must be a non-empty sequence"),
     ({"starts": ()}, "starts must be a non-empty sequence"),
