@@ -219,8 +219,7 @@ class MAD(BaseEstimator):
     num_inducing : int
         Inducing inputs of MRD, capped at the number of latent points it fits (the anchors with
         ``training="anchors"``, every entity with ``"all_rows"``). The cost of a bound evaluation grows
-        as N M^2; 80 matched the shipped 2,000-row pairs better than 30 (benchmarks/RESULTS.md, "More
-        inducing inputs").
+        as N M^2 (the default's comparison with 30: benchmarks/RESULTS.md, "More inducing inputs").
     kernel : str or gpytorch kernel
         MRD's kernel per view ("rbf", "linear", ...).
     shared_threshold : float in [0, 1)
@@ -299,10 +298,10 @@ class MAD(BaseEstimator):
         With several starts on the collapsed engine: fit each start with this many inducing inputs,
         keep the highest bound, then grow the kept fit to ``num_inducing`` (new inducing inputs at
         the entity means farthest from the others, :meth:`bayesalign.gp.MRD.grow_inducing`, which never
-        lowers the bound) and continue it for half of MRD's ``max_iter`` evaluations (on the shipped pairs
-        as good as the whole budget, in half its time). The cost of an evaluation grows as M^2, so the
-        starts race at a fraction of it. None (or ``num_inducing`` or more): every
-        start at ``num_inducing``.
+        lowers the bound) and continue it for half of MRD's ``max_iter`` evaluations (the whole budget
+        was measured too: benchmarks/RESULTS.md, "More inducing inputs"). The cost of an evaluation grows
+        as M^2, so the starts race at a fraction of it. None (or ``num_inducing`` or more): every start
+        at ``num_inducing``.
 
     Attributes
     ----------
