@@ -361,7 +361,10 @@ def test_grown_inducing_inputs_never_lower_the_bound_and_sit_at_the_farthest_ent
         picked = Z0[k].numpy()
         for z in Z[k, 12:].numpy():
             gap = np.sqrt(((means[:, None, :] - picked[None]) ** 2).sum(-1)).min(1)  # [80]
-            np.testing.assert_allclose(z, means[np.argmax(gap)], rtol=0, atol=1e-12)
+            row = np.flatnonzero((means == z).all(1))  # z is an observed entity's mean, copied
+            # ... one at the largest gap (torch and numpy round the distances differently: a near tie may go
+            # either way, so the gap, not the argmax, is compared)
+            assert row.size >= 1 and gap[row[0]] >= gap.max() * (1 - 1e-9)
             picked = np.vstack([picked, z])
     history = len(model.history_)
     model.continue_fit(max_iter=40)
