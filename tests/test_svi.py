@@ -21,6 +21,18 @@ def _quiet(estimator, views, **kw):
         return estimator.fit(views, **kw)
 
 
+def _copy_parameters(source, target, skip=("targets", "rows")):
+    """Give ``target`` (a fitted StochasticMRD) every parameter of ``source``: a complete Gaussian view's q(u) is
+    tied (one covariance) and a holed one's is not, so q(u) is copied as a distribution, not as a state."""
+    state = {k: v for k, v in source.model_.state_dict().items()
+             if not k.startswith(skip) and "_variational_distribution" not in k}
+    target.model_.load_state_dict(state, strict=False)
+    for gp_source, gp_target in zip(source.model_.gps, target.model_.gps):
+        q_u = gp_source.inducing_distributions()[1]
+        gp_target.set_inducing_distribution(q_u.mean.detach(), q_u.covariance_matrix.detach())
+        gp_target.variational_strategy.jitter_val = gp_source.variational_strategy.jitter_val  # relative to the data
+
+
 def _elbo_samples(model, n=100):
     values = np.array([model.elbo(num_samples=1, seed=s) for s in range(n)])
     return values.mean(), values.std(ddof=1) / math.sqrt(n)
@@ -130,9 +142,7 @@ def test_nan_entry_is_left_out_of_the_likelihood(toy_views):
     holed["b"][7, 3] = np.nan
     full = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0), views)
     masked = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0), holed)
-    masked.model_.load_state_dict(full.model_.state_dict(), strict=False)
-    for source, target in zip(full.model_.gps, masked.model_.gps):  # jitter is relative to the data's variance
-        target.variational_strategy.jitter_val = source.variational_strategy.jitter_val
+    _copy_parameters(full, masked, skip=())
     # the holed view's output mean differs (the column mean of the observed entries): give it the full one
     masked.model_.targets_1.copy_(torch.as_tensor(holed["b"] - full.output_means_["b"]))
     model = full.model_
@@ -172,10 +182,7 @@ def test_partial_observation_equals_missing_rows(toy_views):
     holed[10:15] = np.nan
     paired = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0),
                     {"a": a, "b": holed})
-    state = {k: v for k, v in partial.model_.state_dict().items() if not k.startswith(("targets", "rows"))}
-    paired.model_.load_state_dict(state, strict=False)
-    for source, target in zip(partial.model_.gps, paired.model_.gps):  # jitter is relative to the data's variance
-        target.variational_strategy.jitter_val = source.variational_strategy.jitter_val
+    _copy_parameters(partial, paired)
     paired.model_.targets_1.copy_(torch.as_tensor(holed - partial.output_means_["b"]))
     for s in range(3):
         assert partial.elbo(num_samples=1, seed=s) == pytest.approx(paired.elbo(num_samples=1, seed=s), abs=1e-8)
@@ -284,7 +291,9 @@ def test_minibatch_elbo_is_unbiased(toy_views, collapsed):
     # closed form, equal to round-off; a Bernoulli view's sampled term agrees within 4 Monte Carlo standard errors.
     svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
     svi.load_collapsed(collapsed)
-    assert svi.elbo(batch_size=16) == pytest.approx(svi.elbo(), rel=1e-8)  # sums of terms ~1e5 in other orders
+    # sums of terms ~1e3 in other orders, through K_uu^-1 and S of condition numbers ~1e5: round-off ~1e-16 * 1e5 *
+    # 1e5 = 1e-6 per view's sum (measured: 1e-6 to 7e-6), so 3.5e-5 of the total of ~350
+    assert svi.elbo(batch_size=16) == pytest.approx(svi.elbo(), rel=1e-7)
     binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
     svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=5,
                                progress=False, seed=0), binary)
@@ -439,3 +448,102 @@ def test_graph_prior_bound_equals_the_collapsed_engine_s(toy_views):
         batches = sum(float(model.graph_log_ratio(part).sum()) for part in torch.arange(n).chunk(3))
         expected = float(StandardNormalPrior().kl(mu, S) - prior.kl(mu, S))
     assert batches == pytest.approx(expected, rel=1e-9, abs=1e-8)  # round-off of sums of ~1e2 terms
+
+
+def _untied_copy(svi):
+    """A deep copy of a fitted StochasticMRD whose Gaussian views' q(u) are GPyTorch's own (untied)
+    NaturalVariationalDistribution, set to the same distribution."""
+    import copy
+
+    from gpytorch.variational import NaturalVariationalDistribution
+
+    for gp in svi.model_.gps:  # GPyTorch's memo of q(u) holds a graph, which deepcopy refuses
+        gp.variational_strategy._clear_cache()
+    other = copy.deepcopy(svi)
+    for gp in other.model_.gps:
+        strategy = gp.variational_strategy
+        q_u = gp.inducing_distributions()[1]
+        D, M = q_u.mean.shape
+        strategy._variational_distribution = NaturalVariationalDistribution(M, batch_shape=torch.Size([D]),
+                                                                            mean_init_std=0.0).to(q_u.mean)
+        gp.set_inducing_distribution(q_u.mean.detach(), q_u.covariance_matrix.detach())
+        assert not gp.tied
+    return other
+
+
+def test_tied_q_u_takes_the_same_natural_gradient_step_as_gpytorch_s(toy_views):
+    # A complete Gaussian view shares one q(u) covariance among its outputs. From the same q(u), one
+    # natural-gradient step of size 0.3 on the same minibatch must land the tied family (one M x M precision, its
+    # gradient with respect to the expectation parameters in closed form) where GPyTorch's untied
+    # NaturalVariationalDistribution lands (D precisions, whose targets are equal here): the ELBO, the KL and the
+    # step agree to round-off (float64, M = 8).
+    from gpytorch.optim import NGD
+    from pyro.infer import TraceMeanField_ELBO
+
+    tied = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, batch_size=20, progress=False, seed=0),
+                  toy_views)
+    assert all(gp.tied for gp in tied.model_.gps)
+    untied = _untied_copy(tied)
+    idx = torch.arange(5, 25)
+    loss_fn = TraceMeanField_ELBO()
+    after = []
+    for svi in (tied, untied):
+        model = svi.model_
+        natural = [p for name, p in model.named_parameters() if "natural_" in name]
+        for p in model.parameters():  # the fit's last gradients would add up with this step's
+            p.grad = None
+        loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+        loss.backward()
+        NGD(natural, num_data=1, lr=0.3).step()
+        after.append([gp.inducing_distributions()[1] for gp in model.gps])
+        kl = sum(float(gp.kl_divergence().detach()) for gp in model.gps)
+        after[-1].append((float(loss.detach()), kl, svi.elbo()))
+    for q_tied, q_untied in zip(after[0][:2], after[1][:2]):
+        assert torch.allclose(q_tied.mean, q_untied.mean, rtol=1e-8, atol=1e-10)
+        assert torch.allclose(q_tied.covariance_matrix, q_untied.covariance_matrix, rtol=1e-8, atol=1e-10)
+    for a, b in zip(after[0][2], after[1][2]):
+        assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_tied_kl_and_samples_against_the_untied_gaussian():
+    # The closed-form KL between two tied Gaussians (one factor) equals torch's KL between the same D Gaussians
+    # written out; samples have the tied covariance (Monte Carlo, 4 standard errors).
+    from bayesalign.gp.svi.guide import TiedMultivariateNormal
+
+    rng = np.random.default_rng(0)
+    D, M = 4, 5
+
+    def random_factor():
+        A = torch.as_tensor(rng.standard_normal((M, M)))
+        return torch.linalg.cholesky(A @ A.mT + M * torch.eye(M, dtype=F64))
+
+    q = TiedMultivariateNormal(torch.as_tensor(rng.standard_normal((D, M))), random_factor())
+    p = TiedMultivariateNormal(torch.as_tensor(rng.standard_normal((D, M))), random_factor())
+    kl = torch.distributions.kl_divergence(q, p)
+    plain = torch.distributions.kl_divergence(
+        torch.distributions.MultivariateNormal(q.mean, scale_tril=q.shared_scale_tril.expand(D, M, M)),
+        torch.distributions.MultivariateNormal(p.mean, scale_tril=p.shared_scale_tril.expand(D, M, M)))
+    assert kl.shape == (D,) and torch.allclose(kl, plain, rtol=1e-12)
+    torch.manual_seed(0)
+    draws = q.rsample(torch.Size([20000]))  # [S, D, M]
+    centred = (draws - q.mean).reshape(-1, M)
+    empirical = centred.mT @ centred / centred.shape[0]
+    S = q.shared_covariance
+    se = torch.sqrt((S.diagonal()[:, None] * S.diagonal()[None] + S.square()) / centred.shape[0])
+    assert ((empirical - S).abs() < 4 * se).all()
+
+
+def test_q_u_is_tied_exactly_where_it_loses_nothing(toy_views):
+    # tied: a Gaussian view without missing entries under natural gradients; untied: a view with a hole (its
+    # outputs' optimal covariances differ), a non-Gaussian view, or Adam on a Cholesky q(u)
+    holed = {k: v.copy() for k, v in toy_views.items()}
+    holed["b"][3, 1] = np.nan
+    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=1, progress=False, seed=0), holed)
+    assert [gp.tied for gp in svi.model_.gps] == [True, False]
+    binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
+    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=1,
+                               progress=False, seed=0), binary)
+    assert [gp.tied for gp in svi.model_.gps] == [True, False]
+    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, natural_gradient_lr=None, max_epochs=1, progress=False,
+                               seed=0), toy_views)
+    assert [gp.tied for gp in svi.model_.gps] == [False, False]

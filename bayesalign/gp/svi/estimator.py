@@ -157,7 +157,9 @@ class StochasticMRD(BaseEstimator):
         ``NaturalVariationalDistribution``; Salimbeni, Eleftheriadis & Hensman, 2018), the other
         parameters taking Adam steps; None: Adam on a Cholesky-parameterised q(u) for every view.
         Adam alone moves q(u) of a Gaussian view slowly toward its optimum, which the collapsed bound
-        reaches in closed form.
+        reaches in closed form. A Gaussian view without missing entries shares one q(u) covariance among
+        its outputs (:class:`~bayesalign.gp.svi.guide.TiedNaturalVariationalDistribution`): their optimal
+        covariances are the same (Titsias, 2009, eq. 10), and a step costs one M x M factor, not D.
     warmup_epochs : int
         Epochs with the likelihoods' parameters (Gaussian noise, negative binomial dispersion) held at
         their initial values, as :class:`~bayesalign.gp.MRD`'s warm-up: otherwise the noise rises to
@@ -363,7 +365,9 @@ class StochasticMRD(BaseEstimator):
                 raise TypeError(f"kernel must be a name for make_kernel or a gpytorch Kernel, got {self.kernel!r}")
             gps.append(ViewGP(tensor(Z0), Y.shape[1], kernel, constant_mean=lik != "gaussian",
                               jitter=float(self.jitter) * signal,
-                              natural=lik == "gaussian" and self.natural_gradient_lr is not None))
+                              natural=lik == "gaussian" and self.natural_gradient_lr is not None,
+                              tied=lik == "gaussian" and self.natural_gradient_lr is not None
+                              and not np.isnan(Y).any()))
             noise = max(var, 1e-12) / self.snr
             liks.append(make_likelihood(lik, noise=noise, noise_floor=min(1e-6 * max(var, 1e-12), 0.1 * noise)))
         rows = []

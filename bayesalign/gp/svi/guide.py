@@ -6,7 +6,9 @@
   Matthews & Ghahramani, 2015) built from GPyTorch parts: M inducing inputs ``Z`` [M, Q], an ARD
   kernel shared by the view's D outputs (one kernel per view, as in MRD), and one whitened
   ``q(v_d) = N(m_d, L_d L_d')`` per output (``u_d = chol(K_uu) v_d``), a batch of D
-  ``CholeskyVariationalDistribution``. For inputs X its marginal is
+  ``CholeskyVariationalDistribution`` (or, for natural-gradient steps, ``NaturalVariationalDistribution``;
+  a Gaussian view without missing entries shares one covariance among its outputs:
+  :class:`TiedNaturalVariationalDistribution`). For inputs X its marginal is
   ``q(f_d(x)) = N(k_xu K_uu^-1 u-mean, k_xx - k_xu K_uu^-1 (K_uu - S_d) K_uu^-1 k_ux)``
   (GPyTorch's ``VariationalStrategy``).
 """
@@ -19,8 +21,12 @@ from gpytorch.constraints import GreaterThan
 from gpytorch.means import ConstantMean, ZeroMean
 from gpytorch.models import ApproximateGP
 from gpytorch.variational import CholeskyVariationalDistribution, NaturalVariationalDistribution, VariationalStrategy
+from gpytorch.variational.natural_variational_distribution import _NaturalVariationalDistribution
+from linear_operator.operators import CholLinearOperator, TriangularLinearOperator
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from torch.distributions import register_kl
 
-__all__ = ["LatentPosterior", "ViewGP"]
+__all__ = ["LatentPosterior", "TiedMultivariateNormal", "TiedNaturalVariationalDistribution", "ViewGP"]
 
 
 #: The smallest variance of q(x): far below any posterior variance a fit keeps, but above 0, so that a trial
@@ -58,6 +64,123 @@ class LatentPosterior(gpytorch.Module):
             self.raw_variance.copy_(self.raw_variance_constraint.inverse_transform(value))
 
 
+class TiedMultivariateNormal(gpytorch.distributions.MultivariateNormal):
+    """D independent Gaussians ``N(m_d, S)`` [D, M] with one covariance ``S = L L'`` shared by all D.
+
+    A GPyTorch ``MultivariateNormal`` of batch [D] (its covariance the shared Cholesky factor, expanded
+    without a copy), so GPyTorch's variational strategy takes it as any q(u); sampling and the KL between
+    two tied Gaussians cost one M x M factor instead of D.
+
+    Parameters
+    ----------
+    mean : tensor [D, M]
+    scale_tril : tensor [M, M]
+        Lower-triangular ``L`` with ``S = L L'``.
+    """
+
+    def __init__(self, mean: torch.Tensor, scale_tril: torch.Tensor):
+        D, M = mean.shape
+        self.shared_scale_tril = scale_tril
+        covariance = CholLinearOperator(TriangularLinearOperator(scale_tril)).expand(D, M, M)
+        super().__init__(mean, covariance)
+
+    @property
+    def shared_covariance(self) -> torch.Tensor:
+        """S [M, M]."""
+        return self.shared_scale_tril @ self.shared_scale_tril.mT
+
+    def rsample(self, sample_shape=(), base_samples=None) -> torch.Tensor:
+        """``m_d + L eps_d``, eps standard normal [*sample_shape, D, M] (or ``base_samples`` of that shape)."""
+        if base_samples is None:
+            base_samples = torch.randn(torch.Size(sample_shape) + self.mean.shape, dtype=self.mean.dtype,
+                                       device=self.mean.device)
+        return self.mean + base_samples @ self.shared_scale_tril.mT
+
+
+@register_kl(TiedMultivariateNormal, TiedMultivariateNormal)
+def _kl_tied_tied(q: TiedMultivariateNormal, p: TiedMultivariateNormal) -> torch.Tensor:
+    """KL(q || p) [D] per output, in closed form with one factor:
+    ``(tr(S_p^-1 S_q) + |L_p^-1 (m_p,d - m_q,d)|^2 - M + log|S_p| - log|S_q|) / 2``."""
+    Lq, Lp = q.shared_scale_tril, p.shared_scale_tril
+    M = Lq.shape[-1]
+    trace = torch.linalg.solve_triangular(Lp, Lq, upper=False).square().sum()
+    difference = torch.linalg.solve_triangular(Lp, (p.mean - q.mean).mT, upper=False)  # [M, D]
+    log_det = 2.0 * (Lp.diagonal().log().sum() - Lq.diagonal().log().sum())
+    return 0.5 * (trace + difference.square().sum(0) - M + log_det)
+
+
+class _TiedNaturalToMeanScaleTril(torch.autograd.Function):
+    r"""(m [D, M], L [M, M]) from the natural parameters ``theta_1,d = S^-1 m_d`` [D, M] and
+    ``theta_2 = -S^-1 / 2`` [M, M] of D Gaussians sharing the covariance S; backward returns the gradient
+    with respect to the expectation parameters ``eta_1,d = m_d``, ``eta_2 = sum_d (S + m_d m_d')``, which
+    is the natural gradient with respect to theta (the tied family is an exponential family with
+    sufficient statistics ``u_d`` and ``sum_d u_d u_d'``). With ``S = (eta_2 - sum_d eta_1,d eta_1,d') / D``:
+    ``dF/deta_2 = (dF/dS) / D`` and ``dF/deta_1,d = dF/dm_d - 2 (dF/dS) m_d / D``.
+    """
+
+    @staticmethod
+    def forward(ctx, natural_vec, natural_mat):
+        precision_factor = psd_safe_cholesky(-2.0 * natural_mat)  # S^-1 = P P'; NotPSDError if it is not
+        eye = torch.eye(natural_mat.shape[-1], dtype=natural_mat.dtype, device=natural_mat.device)
+        inverse = torch.linalg.solve_triangular(precision_factor, eye, upper=False)  # P^-1
+        covariance = inverse.mT @ inverse  # S = P^-T P^-1
+        mean = natural_vec @ covariance  # [D, M]
+        scale_tril = psd_safe_cholesky(covariance)
+        ctx.save_for_backward(mean, covariance)
+        return mean, scale_tril
+
+    @staticmethod
+    def backward(ctx, d_mean, d_scale_tril):
+        mean, covariance = ctx.saved_tensors
+        with torch.enable_grad():  # dF/dS through torch's own Cholesky derivative
+            S = covariance.detach().requires_grad_(True)
+            (d_covariance,) = torch.autograd.grad(torch.linalg.cholesky(S), S, d_scale_tril)
+        d_covariance = 0.5 * (d_covariance + d_covariance.mT)
+        D = mean.shape[0]
+        return d_mean - (2.0 / D) * mean @ d_covariance, d_covariance / D
+
+
+class TiedNaturalVariationalDistribution(_NaturalVariationalDistribution):
+    r"""q(u) of D outputs that share one covariance, ``q(u_d) = N(m_d, S)``, in natural parameters for
+    natural-gradient steps (GPyTorch's ``NGD``).
+
+    For a Gaussian likelihood whose outputs are all observed at the same inputs the optimal q(u_d)
+    have the same covariance, ``S = (I + L^-1 Psi_2 L^-T / sigma^2)^-1`` in the whitened basis (Titsias,
+    2009, eq. 10; Titsias & Lawrence, 2010), and differ only in the mean. So this family loses nothing
+    there, and a natural-gradient step costs one M x M Cholesky factor instead of D. A step of size 1 on
+    the full data moves it to that optimum, as for GPyTorch's ``NaturalVariationalDistribution``.
+    """
+
+    def __init__(self, num_inducing_points: int, batch_shape=(), mean_init_std: float = 0.0, **kwargs):
+        batch_shape = torch.Size(batch_shape)
+        if len(batch_shape) != 1:
+            raise ValueError(f"a tied q(u) needs one batch dimension (the outputs), got batch_shape {batch_shape}")
+        super().__init__(num_inducing_points=num_inducing_points, batch_shape=batch_shape,
+                         mean_init_std=mean_init_std)
+        M = int(num_inducing_points)
+        self.register_parameter("natural_vec", torch.nn.Parameter(torch.zeros(batch_shape[0], M)))
+        self.register_parameter("natural_mat", torch.nn.Parameter(-0.5 * torch.eye(M)))
+
+    def forward(self) -> TiedMultivariateNormal:
+        mean, scale_tril = _TiedNaturalToMeanScaleTril.apply(self.natural_vec, self.natural_mat)
+        return TiedMultivariateNormal(mean, scale_tril)
+
+    def initialize_variational_distribution(self, prior_dist) -> None:
+        """Set q(u) to ``prior_dist`` (batch [D]), whose outputs must share one covariance."""
+        if isinstance(prior_dist, TiedMultivariateNormal):
+            covariance = prior_dist.shared_covariance
+        else:
+            covariances = prior_dist.covariance_matrix.reshape(-1, *self.natural_mat.shape)
+            covariance = covariances[0]
+            if not torch.allclose(covariances, covariance, rtol=1e-8, atol=1e-10):
+                raise ValueError("a tied q(u) needs one covariance for every output")
+        precision = torch.cholesky_inverse(psd_safe_cholesky(covariance))
+        precision = 0.5 * (precision + precision.mT)
+        noise = torch.randn_like(prior_dist.mean).mul_(self.mean_init_std)
+        self.natural_vec.data.copy_((prior_dist.mean @ precision).add_(noise))
+        self.natural_mat.data.copy_(-0.5 * precision)
+
+
 class ViewGP(ApproximateGP):
     """Sparse variational GP of one view: D outputs, one shared ARD kernel, one whitened q(u) per output.
 
@@ -76,13 +199,19 @@ class ViewGP(ApproximateGP):
         q(u) in natural parameters (GPyTorch's ``NaturalVariationalDistribution``), for natural-gradient
         steps (``gpytorch.optim.NGD``; Salimbeni, Eleftheriadis & Hensman, 2018): with a Gaussian
         likelihood a step of size 1 on the full data moves q(u) to its optimum.
+    tied : bool
+        With ``natural``: one covariance shared by the D outputs (:class:`TiedNaturalVariationalDistribution`,
+        exact for a Gaussian view without missing entries).
     """
 
     def __init__(self, inducing_inputs: torch.Tensor, num_outputs: int, kernel, constant_mean: bool, jitter: float,
-                 natural: bool = False):
+                 natural: bool = False, tied: bool = False):
         M = inducing_inputs.shape[0]
         batch = torch.Size([num_outputs])
-        family = NaturalVariationalDistribution if natural else CholeskyVariationalDistribution
+        if tied and not natural:
+            raise ValueError("a tied q(u) is a natural-gradient family: tied=True needs natural=True")
+        family = (TiedNaturalVariationalDistribution if tied else NaturalVariationalDistribution if natural
+                  else CholeskyVariationalDistribution)
         q_u = family(M, batch_shape=batch, mean_init_std=0.0)
         strategy = VariationalStrategy(self, inducing_inputs, q_u, learn_inducing_locations=True, jitter_val=jitter)
         super().__init__(strategy)
@@ -115,10 +244,19 @@ class ViewGP(ApproximateGP):
         """
         strategy = self.variational_strategy
         strategy._clear_cache()
-        return strategy.prior_distribution, strategy.variational_distribution
+        q_u = strategy.variational_distribution
+        if isinstance(q_u, TiedMultivariateNormal):  # p(u) tied as well, for the KL in closed form with one factor
+            eye = torch.eye(q_u.mean.shape[-1], dtype=q_u.mean.dtype, device=q_u.mean.device)
+            return TiedMultivariateNormal(torch.zeros_like(q_u.mean), eye), q_u
+        return strategy.prior_distribution, q_u
+
+    @property
+    def tied(self) -> bool:
+        """Whether q(u) shares one covariance among the outputs."""
+        return isinstance(self.variational_strategy._variational_distribution, TiedNaturalVariationalDistribution)
 
     def set_inducing_distribution(self, mean: torch.Tensor, covariance: torch.Tensor) -> None:
-        """Set the whitened q(u) to N(mean [D, M], covariance [D or 1, M, M])."""
+        """Set the whitened q(u) to N(mean [D, M], covariance [D or 1, M, M]) (a tied q(u): one covariance)."""
         q_u = self.variational_strategy._variational_distribution
         like = self.variational_strategy.inducing_points
         target = gpytorch.distributions.MultivariateNormal(mean.to(like), covariance.to(like).expand(

@@ -34,7 +34,7 @@ from gpytorch.likelihoods import GaussianLikelihood
 from pyro import poutine
 
 from ..psi import psi_statistics
-from .guide import LatentPosterior
+from .guide import LatentPosterior, TiedMultivariateNormal
 from .likelihoods import expected_log_likelihood
 
 __all__ = ["SVIMRDModel"]
@@ -206,7 +206,8 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     ``E[f_nd] = psi1_n L^-T m_d`` and
     ``E[f_nd^2] = psi0_n + tr((L^-T (m_d m_d' + S_d) L^-1 - K_uu^-1) Psi2_n)``, so each entry gives
     ``-log(2 pi sigma^2) / 2 - (y^2 - 2 y E[f] + E[f^2]) / (2 sigma^2)``. NaN entries of Y are left out
-    (then Psi2 is needed per point, [n, M, M]; otherwise only its sum over the points).
+    (then Psi2 is needed per point, [n, M, M]; otherwise only its sum over the points). A tied q(u)
+    (one S for every output) enters through that one S.
 
     Parameters
     ----------
@@ -220,8 +221,8 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     eye = torch.eye(M, dtype=mean.dtype, device=mean.device)
     Kuu = kernel(inducing).to_dense() + jitter * eye  # [M, M]
     L = torch.linalg.cholesky(Kuu)
-    m, S = q_u.mean, q_u.covariance_matrix  # [D, M], [D, M, M]
-    second = S + m.unsqueeze(-1) * m.unsqueeze(-2)  # E[v_d v_d'] [D, M, M]
+    m = q_u.mean  # [D, M]
+    shared = q_u.shared_covariance if isinstance(q_u, TiedMultivariateNormal) else None  # [M, M] or None
     any_missing = bool(missing.any())
     stats = psi_statistics(kernel, mean, variance, inducing, per_point=any_missing)
     mean_f = stats.psi1 @ torch.linalg.solve_triangular(L.mT, m.mT, upper=True)  # E[f_nd] [n, D]
@@ -233,11 +234,16 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     Kuu_inv = torch.cholesky_inverse(L)  # [M, M]
     counts = observed.sum(1)  # [n] observed entries per point
     if any_missing:  # sum over the observed outputs of each point: sum_d o_nd E[v_d v_d'] [n, M, M]
-        C = whitened(torch.einsum("nd,dij->nij", observed, second)) - counts[:, None, None] * Kuu_inv
+        outer = torch.einsum("nd,di,dj->nij", observed, m, m)
+        covariances = (counts[:, None, None] * shared if shared is not None
+                       else torch.einsum("nd,dij->nij", observed, q_u.covariance_matrix))
+        C = whitened(outer + covariances) - counts[:, None, None] * Kuu_inv
         square = (counts * stats.psi0).sum() + (C * stats.psi2).sum()
-    else:
-        C = whitened(second.sum(0)) - Y.shape[1] * Kuu_inv  # [M, M]
-        square = Y.shape[1] * stats.psi0.sum() + (C * stats.psi2).sum()
+    else:  # sum_d E[v_d v_d'] [M, M], the covariances summed once (D S when they are one)
+        D = Y.shape[1]
+        covariances = D * shared if shared is not None else q_u.covariance_matrix.sum(0)
+        C = whitened(m.mT @ m + covariances) - D * Kuu_inv  # [M, M]
+        square = D * stats.psi0.sum() + (C * stats.psi2).sum()
     cross = (Y0 * mean_f * observed).sum()
     n_observed = observed.sum()
     return (-0.5 * n_observed * torch.log(2 * math.pi * noise)
