@@ -126,15 +126,17 @@ class _TiedNaturalToMeanScaleTril(torch.autograd.Function):
         covariance = inverse.mT @ inverse  # S = P^-T P^-1
         mean = natural_vec @ covariance  # [D, M]
         scale_tril = psd_safe_cholesky(covariance)
-        ctx.save_for_backward(mean, covariance)
+        ctx.save_for_backward(mean, scale_tril)
         return mean, scale_tril
 
     @staticmethod
     def backward(ctx, d_mean, d_scale_tril):
-        mean, covariance = ctx.saved_tensors
-        with torch.enable_grad():  # dF/dS through torch's own Cholesky derivative
-            S = covariance.detach().requires_grad_(True)
-            (d_covariance,) = torch.autograd.grad(torch.linalg.cholesky(S), S, d_scale_tril)
+        mean, L = ctx.saved_tensors
+        # dF/dS of S = L L' (Murray, 2016): L^-T Phi(L' dF/dL) L^-1, Phi the lower triangle with half its diagonal
+        phi = (L.mT @ d_scale_tril).tril()
+        phi.diagonal().mul_(0.5)
+        left = torch.linalg.solve_triangular(L.mT, phi, upper=True)  # L^-T Phi
+        d_covariance = torch.linalg.solve_triangular(L.mT, left.mT, upper=True).mT  # L^-T Phi L^-1
         d_covariance = 0.5 * (d_covariance + d_covariance.mT)
         D = mean.shape[0]
         return d_mean - (2.0 / D) * mean @ d_covariance, d_covariance / D
