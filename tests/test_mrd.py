@@ -531,3 +531,47 @@ def test_a_start_that_cannot_be_computed_is_skipped_with_a_warning():
         BayesianGPLVM(init=("cca", "cca"), **kwargs).fit(Y)
     with pytest.raises(ValueError, match="init array must have shape"):  # a given start that does not fit: bad input
         BayesianGPLVM(init=("pca", np.zeros((24, 2))), **kwargs).fit(Y)
+
+
+def test_an_early_stop_of_l_bfgs_is_restarted_and_converged_only_when_a_plain_run_gains_nothing(monkeypatch):
+    # L-BFGS-B can stop far from an optimum (a stale curvature memory, or the preconditioner: a fou-kar fit stopped
+    # at -8,108 "converged" that restarts took to -4,002). Scripted runs of the main phases: each returns the gain
+    # it appends to the history. An early stop that gained is restarted; a preconditioned run that gained nothing
+    # is followed by a plain one; converged_ only when a plain run gains nothing; a stop at the budget is not.
+    from sklearn.exceptions import ConvergenceWarning
+
+    from bayesalign.gp._optim import OptimResult
+
+    views = toy_views(N=30, D=5)
+    calls = []
+
+    def scripted(gains, evals=3):
+        def run(self, closure, params, budget, desc, precondition, history, seconds):
+            gain = gains[min(len(calls), len(gains) - 1)]
+            calls.append((desc, precondition))
+            n = budget if desc.endswith("warm-up") else min(evals, budget)  # an early stop unless at the budget
+            best = (max(history) if history else -1000.0) + gain
+            history.extend([best] * n)
+            self.history_, self.n_iter_ = np.asarray(history), len(history)
+            return OptimResult(n_evals=n, best=best, converged=n < budget, interrupted=False, seconds=0.0,
+                               message="CONVERGENCE: REL_REDUCTION_OF_F" if n < budget else "reached the budget")
+        return run
+
+    kwargs = dict(latent_dim=2, num_inducing=6, warmup_iters=5, precondition_after=10, progress=False, seed=0)
+    # warm-up, plain +50 (early stop, restarted), plain +0 (converged): the preconditioned phase is skipped
+    monkeypatch.setattr(MRD, "_maximise_phase", scripted([1.0, 50.0, 0.0]))
+    model = MRD(max_iter=100, **kwargs).fit(views)
+    assert [p for _, p in calls] == [False, False, False] and model.converged_ and model.n_iter_ == 11
+    # the plain phase runs out of its 10 evaluations while gaining; the preconditioned run gains nothing, so a plain
+    # run follows, which gains (preconditioned again), ... until a plain run gains nothing
+    calls.clear()
+    monkeypatch.setattr(MRD, "_maximise_phase", scripted([1.0, 50.0, 50.0, 50.0, 50.0, 0.0, 20.0, 0.0, 0.0]))
+    model = MRD(max_iter=100, **kwargs).fit(views)
+    assert [p for _, p in calls] == [False, False, False, False, False, True, False, True, False]
+    assert model.converged_ and model.n_iter_ == 5 + 10 + 4 * 3
+    # gaining at every restart until max_iter: not converged
+    calls.clear()
+    monkeypatch.setattr(MRD, "_maximise_phase", scripted([1.0, 10.0]))
+    with pytest.warns(ConvergenceWarning):
+        model = MRD(max_iter=40, **kwargs).fit(views)
+    assert not model.converged_ and model.n_iter_ == 40
