@@ -8,7 +8,6 @@ the optimisers :mod:`bayesalign.gp._optim`. The names those modules define are a
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Sequence
 
@@ -335,66 +334,36 @@ class LatentGPBase(BaseEstimator):
                 continue
             if precondition and plain_converged:
                 break  # the unpreconditioned main phase converged: nothing left to do
-            warmup_phase = desc.endswith("warm-up")
-            used, converged, scaled = 0, False, precondition
-            while True:
-                if history:  # L-BFGS restarts here: first the exact step along the latent symmetries
-                    module.normalise_latent()
-                before = max(history) if history else -math.inf
-                result = self._maximise_phase(closure, phase_params, budget - used, desc, scaled, history, seconds)
-                used += result.n_evals
-                converged = result.converged
-                if (warmup_phase or result.interrupted or used >= budget or self.optimizer != "lbfgs"
-                        or not math.isfinite(result.best)):
-                    break
-                # L-BFGS stopped with evaluations left, on its tolerance or a failed line search. A stale
-                # curvature memory, or the preconditioner, can stop it far from an optimum (a stall), so it is
-                # restarted with a fresh memory, and a preconditioned run that gained nothing is followed by a
-                # plain one; converged once a plain run gains no more than RESTART_TOL of the bound.
-                if result.best - before > max(float(self.tol), self.RESTART_TOL) * max(abs(result.best), 1.0):
-                    scaled = precondition
-                elif scaled:
-                    scaled = False
-                else:
-                    converged = True
-                    break
-            if warmup_phase:
-                self.n_warmup_ = used
+            if history:  # L-BFGS restarts here: first the exact step along the latent symmetries
+                module.normalise_latent()
+            frozen = [p for p in module.parameters() if all(p is not q for q in phase_params)]
+            for p in frozen:
+                p.requires_grad_(False)
+            offset = seconds[-1] if seconds else 0.0
+            times: list = []
+            try:
+                scales = self._preconditioner(phase_params) if precondition else None
+                result = _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget,
+                                         tol=self.tol, learning_rate=self.learning_rate, history=history,
+                                         times=times, progress=self.progress, desc=desc,
+                                         memory=int(self.lbfgs_memory), scales=scales)
+            finally:
+                for p in frozen:
+                    p.requires_grad_(True)
+                seconds.extend(offset + t for t in times)
+                self.history_ = np.asarray(history, dtype=np.float64)
+                self.history_seconds_ = np.asarray(seconds, dtype=np.float64)
+                self.n_iter_ = len(history)
+            if desc.endswith("warm-up"):
+                self.n_warmup_ = result.n_evals
             elif not precondition:
-                plain_converged = converged
-            self.converged_ = converged
+                plain_converged = result.converged
+            self.converged_ = result.converged
             self.optimizer_message_ = result.message
             if result.interrupted:
                 self._interrupted = True
                 break
         return self
-
-    #: A fit is converged when L-BFGS, restarted with a fresh curvature memory after stopping early, improves the
-    #: bound by at most this fraction of its size (or ``tol``, if larger).
-    RESTART_TOL = 1e-7
-
-    def _maximise_phase(self, closure, phase_params, budget: int, desc: str, precondition: bool, history: list,
-                        seconds: list):
-        """One L-BFGS (or Adam) run of at most ``budget`` evaluations over ``phase_params``, the other parameters
-        frozen; the bound's history and the seconds are recorded."""
-        module = self.module_
-        frozen = [p for p in module.parameters() if all(p is not q for q in phase_params)]
-        for p in frozen:
-            p.requires_grad_(False)
-        offset = seconds[-1] if seconds else 0.0
-        times: list = []
-        try:
-            scales = self._preconditioner(phase_params) if precondition else None
-            return _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget, tol=self.tol,
-                                   learning_rate=self.learning_rate, history=history, times=times,
-                                   progress=self.progress, desc=desc, memory=int(self.lbfgs_memory), scales=scales)
-        finally:
-            for p in frozen:
-                p.requires_grad_(True)
-            seconds.extend(offset + t for t in times)
-            self.history_ = np.asarray(history, dtype=np.float64)
-            self.history_seconds_ = np.asarray(seconds, dtype=np.float64)
-            self.n_iter_ = len(history)
 
     def _preconditioner(self, params):
         """Diagonal scales for L-BFGS (see ``_optim.maximize``): ``sqrt(S)`` for the q(X) means, 1 for the rest.

@@ -82,10 +82,7 @@ class MRD(LatentGPBase):
     max_iter : int
         Most bound evaluations in all, the warm-up included.
     tol : float
-        L-BFGS stops when the relative change of the bound per iteration is below ``tol`` (or when a
-        line search fails); with evaluations left it is then restarted with a fresh curvature memory (a
-        stale one can stop it far from an optimum), and the fit has converged once a run improves the
-        bound by at most ``max(tol, RESTART_TOL)`` (``RESTART_TOL`` = 1e-7) of its size.
+        L-BFGS stops when the relative change of the bound per iteration is below ``tol``.
     lbfgs_memory : int
         Correction pairs of L-BFGS-B (scipy's ``maxcor``); default 30, not scipy's and GPy's 10.
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
@@ -141,9 +138,8 @@ class MRD(LatentGPBase):
     n_iter_ : int
         Number of bound evaluations.
     converged_ : bool
-        Whether the last optimisation phase ended at a point where a fresh L-BFGS run gained nothing
-        (see ``tol``). A fit with ``max_iter > 0`` that did not also warns
-        (``sklearn.exceptions.ConvergenceWarning``).
+        Whether the last optimisation phase stopped on its tolerance. A fit with ``max_iter > 0`` that
+        did not also warns (``sklearn.exceptions.ConvergenceWarning``).
     interrupted_ : bool
         Whether a KeyboardInterrupt stopped the fit: the best parameters so far are kept, a
         RuntimeWarning says so, and the interrupt is re-raised to the caller.
