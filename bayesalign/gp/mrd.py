@@ -139,7 +139,10 @@ class MRD(LatentGPBase):
         Number of bound evaluations.
     converged_ : bool
         Whether the last optimisation phase stopped on its tolerance. A fit with ``max_iter > 0`` that
-        did not also warns (``sklearn.exceptions.ConvergenceWarning``).
+        did not also warns (``sklearn.exceptions.ConvergenceWarning``). L-BFGS-B's test is on the
+        relative change of the bound per iteration, which a stall (a stale curvature memory) can pass
+        far from an optimum: :meth:`continue_fit` restarts with a fresh memory and shows whether the
+        bound still rises (benchmarks/RESULTS.md, "Why the thread count decides fou-kar's draw 0").
     interrupted_ : bool
         Whether a KeyboardInterrupt stopped the fit: the best parameters so far are kept, a
         RuntimeWarning says so, and the interrupt is re-raised to the caller.
