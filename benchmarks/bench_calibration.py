@@ -15,8 +15,9 @@ problem's matched pairs over its seeds (5 seeds of a toy: 400-560 pairs) and giv
 both temperatures, beside the floor of as many pairs.
 
 The toys are MAD's ("linear_shared", "linear_shared_private": 100 rows, 20 anchors; "nonlinear_shared_private":
-160 rows, 48 anchors; latent_dim 5, 25 inducing points); the real pairs take 10% anchors (latent_dim 5, 30
-inducing points), as ``bench_mad_real.py``:
+160 rows, 48 anchors; latent_dim 5); the real pairs take 10% anchors (latent_dim 5), as ``bench_mad_real.py``.
+The inducing inputs are MAD's default unless ``--num-inducing`` is given (the tables of benchmarks/RESULTS.md
+before the tenth session used 25 on the toys and 30 on the pairs):
 
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --pairs "mfeat zer-kar" mocap --seeds 0 1 2
@@ -51,7 +52,8 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
 
 def run(name, problem, seed, num_inducing):
     a, b = problem.views.names[:2]
-    model = ba.MAD(latent_dim=5, num_inducing=num_inducing, seed=seed, progress=False).fit(problem)
+    options = {} if num_inducing is None else {"num_inducing": num_inducing}
+    model = ba.MAD(latent_dim=5, seed=seed, progress=False, **options).fit(problem)
     posterior_al = model.align(a, b, temperature="posterior")
     posterior = ba.metrics.evaluate(posterior_al, problem)
     mean_p = float(posterior_al.probabilities.mean())
@@ -74,6 +76,8 @@ def main(argv=None):
     parser.add_argument("--toys", action="store_true")
     parser.add_argument("--pairs", nargs="*", default=[], metavar="PAIR")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    parser.add_argument("--num-inducing", type=int, default=None,
+                        help="inducing inputs (default: MAD's; capped at the latent points)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -83,14 +87,14 @@ def main(argv=None):
     for name in args.toys and TOYS or []:
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
-            values, pooled = run(name, problem, seed, 25)
+            values, pooled = run(name, problem, seed, args.num_inducing)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     pairs = real_pairs() if args.pairs else {}
     for name in args.pairs:
         base = pairs[name]()
         for seed in args.seeds:
-            values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, 30)
+            values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     print("\nmean ECE: posterior T -> fitted T (an exactly calibrated p on as many pairs)")
