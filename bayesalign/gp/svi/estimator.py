@@ -363,11 +363,10 @@ class StochasticMRD(BaseEstimator):
                 kernel = copy.deepcopy(self.kernel).to(dtype=dtype)  # the caller's module is never changed
             else:
                 raise TypeError(f"kernel must be a name for make_kernel or a gpytorch Kernel, got {self.kernel!r}")
+            natural = lik == "gaussian" and self.natural_gradient_lr is not None
             gps.append(ViewGP(tensor(Z0), Y.shape[1], kernel, constant_mean=lik != "gaussian",
-                              jitter=float(self.jitter) * signal,
-                              natural=lik == "gaussian" and self.natural_gradient_lr is not None,
-                              tied=lik == "gaussian" and self.natural_gradient_lr is not None
-                              and not np.isnan(Y).any()))
+                              jitter=float(self.jitter) * signal, natural=natural,
+                              tied=natural and not np.isnan(Y).any()))
             noise = max(var, 1e-12) / self.snr
             liks.append(make_likelihood(lik, noise=noise, noise_floor=min(1e-6 * max(var, 1e-12), 0.1 * noise)))
         rows = []
