@@ -80,6 +80,8 @@ TRAININGS = ("anchors", "all_rows")
 LATENT_PRIORS = ("graph", "standard_normal")
 #: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
 ENGINES = ("collapsed", "svi")
+#: Rules for the latent dimensions two views share (``MAD(shared_by=...)``); "auto" picks by the engine.
+SHARED_BY = ("auto", "resolution", "relevance")
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
 #: Unsupervised initialisers the all-rows model tries without anchors, their candidates compared by the bound.
@@ -191,8 +193,11 @@ class MAD(BaseEstimator):
       entries (``Views(..., allow_missing=True)``): a NaN is left out of its view's likelihood,
       never imputed (only the start and the graph's neighbourhoods read it as its column's mean).
 
-    Either way, the posteriors are matched in the latent dimensions that the ARD relevance
-    weights mark as shared by both views (section 3.1). On every shipped real pair at 10% anchors
+    Either way, the posteriors are matched in the latent dimensions shared by both views (section
+    3.1): by default those that each view's data resolve (``shared_by="resolution"``: the unit-free
+    resolution of :attr:`bayesalign.gp.MRD.resolution_`, the Fisher information a view's outputs carry
+    about the dimension times its spread, above ``min_resolution``), or, as in the paper, those whose
+    ARD relevance is above ``shared_threshold`` of each view's largest (``shared_by="relevance"``). On every shipped real pair at 10% anchors
     the all-rows model on centred views matched at least as well as the paper's procedure
     (``benchmarks/bench_mad_real.py``; numbers in ``benchmarks/RESULTS.md``), hence the default;
     ``training="anchors"`` reproduces the paper's Table 1.
@@ -215,16 +220,33 @@ class MAD(BaseEstimator):
     Parameters
     ----------
     latent_dim : int
-        Q, the number of latent dimensions of MRD.
+        Q, the number of latent dimensions of MRD; ARD switches off those the data do not need.
+        10 by default (5 before 2026-11-25: with the dimensions shared by resolution, 10 matched
+        better on six of the seven real pairs; benchmarks/RESULTS.md).
     num_inducing : int
         Inducing inputs of MRD, capped at the number of latent points it fits (the anchors with
         ``training="anchors"``, every entity with ``"all_rows"``). The cost of a bound evaluation grows
         as N M^2 (the default's comparison with 30: benchmarks/RESULTS.md, "More inducing inputs").
     kernel : str or gpytorch kernel
         MRD's kernel per view ("rbf", "linear", ...).
+    shared_by : {"auto", "resolution", "relevance"}
+        Which latent dimensions views a and b share, i.e. those :meth:`align` matches in.
+        ``"resolution"``: those that *both* views resolve, resolution (``resolution_``) above
+        ``min_resolution``; a dimension a view uses weakly but with many quiet outputs counts, one
+        switched off by ARD does not. ``"relevance"``: MRD's rule of the paper, ARD relevance above
+        ``shared_threshold`` times the view's largest; it drops dimensions with a few percent of a
+        view's largest relevance that the view still resolves, which cost MAD most of its accuracy
+        on the real pairs at ``latent_dim=10`` (benchmarks/RESULTS.md, "Shared dimensions by
+        resolution"). ``"auto"`` (default): ``"resolution"`` on the collapsed engine, ``"relevance"``
+        with ``engine="svi"`` (whose non-Gaussian views have no noise variance to measure against).
+    min_resolution : float
+        The resolution (squared noise standard deviations per latent standard deviation) above
+        which a view counts as resolving a dimension; 1 by default: the view's outputs move by more
+        than their noise over the spread of the points.
     shared_threshold : float in [0, 1)
-        A latent dimension is shared by views a and b when its ARD relevance exceeds this
-        fraction of the largest relevance in *both* views (MRD's ``shared_dims`` rule).
+        With ``shared_by="relevance"``: a latent dimension is shared by views a and b when its ARD
+        relevance exceeds this fraction of the largest relevance in *both* views (MRD's
+        ``shared_dims`` rule).
     cost : {"likelihood", "mean"}
         Default cost of :meth:`align`.
     temperature : {"anchors", "posterior"} or float
@@ -328,8 +350,13 @@ class MAD(BaseEstimator):
     relevance_ : dict view -> array (Q,)
         MRD's ARD relevance weights per view.
     shared_dims_ : dict (a, b) -> int array
-        The latent dimensions shared by each pair of views (at ``shared_threshold_``,
+        The latent dimensions shared by each pair of views (by ``shared_by_``,
         :func:`bayesalign.gp.shared_dimensions`).
+    shared_by_ : {"resolution", "relevance"}
+        The rule ``shared_dims_`` were chosen by.
+    resolution_ : dict view -> array (Q,) or None
+        MRD's resolution of each latent dimension per view (:attr:`bayesalign.gp.MRD.resolution_`),
+        with ``shared_by_ == "resolution"``.
     shared_threshold_ : float
     discovered_ : dict (a, b) -> dict of arrays
         Pairs added by the zero-anchor bootstrap and by self-training (``index_a``,
@@ -374,13 +401,14 @@ class MAD(BaseEstimator):
     True
     """
 
-    def __init__(self, latent_dim: int = 5, num_inducing: int = 80, kernel="rbf", shared_threshold: float = 0.05,
+    def __init__(self, latent_dim: int = 10, num_inducing: int = 80, kernel="rbf", shared_threshold: float = 0.05,
                  cost: str = "likelihood", temperature: float | str | None = "anchors", infer_max_iter: int = 500,
                  seed=None, device=None, progress: bool = False, mrd_options: dict | None = None,
                  training: str = "all_rows", standardize: bool = False, latent_prior: str = "graph",
                  graph_strength: float = 10.0, n_neighbors: int = 10, engine: str = "collapsed",
                  svi_options: dict | None = None, correspondence_rounds: int = 0, correspondence_neighbors: int = 5,
-                 starts=None, start_inducing: int | None = 30, **mrd_kwargs):
+                 starts=None, start_inducing: int | None = 30, shared_by: str = "auto", min_resolution: float = 1.0,
+                 **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -407,6 +435,8 @@ class MAD(BaseEstimator):
         self.correspondence_neighbors = correspondence_neighbors
         self.starts = starts
         self.start_inducing = start_inducing
+        self.shared_by = shared_by
+        self.min_resolution = min_resolution
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -416,6 +446,15 @@ class MAD(BaseEstimator):
             raise ValueError(f"shared_threshold is relative to a view's largest relevance; it must be in [0, 1), "
                              f"got {self.shared_threshold!r}")
         _check_temperature(self.temperature)
+        if self.shared_by not in SHARED_BY:
+            raise ValueError(f"shared_by must be one of {SHARED_BY}, got {self.shared_by!r}")
+        if isinstance(self.min_resolution, bool) or not (np.isfinite(float(self.min_resolution))
+                                                         and float(self.min_resolution) >= 0):
+            raise ValueError(f"min_resolution must be a finite number >= 0, got {self.min_resolution!r}")
+        if self.shared_by == "resolution" and self.engine == "svi":
+            raise ValueError("shared_by='resolution' needs the collapsed engine (the SVI engine's views may have "
+                             "non-Gaussian likelihoods, with no noise variance to measure resolution against); use "
+                             "shared_by='relevance' or 'auto'")
         for name in ("latent_dim", "num_inducing", "infer_max_iter"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -622,17 +661,36 @@ class MAD(BaseEstimator):
         else:
             graph = self.training == "all_rows" and self._fit_prior == "graph" and float(self.graph_strength) > 0
             self.latent_prior_ = "graph" if graph else "standard_normal"
+        self.shared_by_ = self._shared_rule()
+        if self.shared_by_ == "resolution":
+            self.resolution_ = self.model_.resolution_
+            measure, limit, relative = self.resolution_, float(self.min_resolution), False
+        else:
+            self.resolution_ = None
+            measure, limit, relative = relevance, threshold, True
         self.shared_dims_ = {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                self.shared_dims_[(a, b)] = shared_dimensions({a: relevance[a], b: relevance[b]}, threshold,
-                                                              fallback=True)
+                self.shared_dims_[(a, b)] = shared_dimensions({a: measure[a], b: measure[b]}, limit, fallback=True,
+                                                              relative=relative)
         self._report_switched_off_views(relevance)
         self.embedding_ = self._embedding(problem)
         self.timings_["total_seconds"] = time.perf_counter() - start
         self._stream = {}
         self.calibration_ = {}
         self._calibration_potentials = {}
+
+    def _shared_rule(self) -> str:
+        """The rule of the shared dimensions: ``shared_by``, with "auto" resolved by the engine."""
+        if self.shared_by != "auto":
+            return self.shared_by
+        return "resolution" if self.engine == "collapsed" else "relevance"
+
+    def _shared_rule_text(self) -> str:
+        """The rule in words, for messages."""
+        if getattr(self, "shared_by_", None) == "resolution":
+            return f"min_resolution={float(self.min_resolution)}"
+        return f"shared_threshold={self.shared_threshold_}"
 
     def _fit_anchors_only(self, problem: AlignmentProblem) -> None:
         """The paper's procedure: MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v
@@ -888,15 +946,18 @@ class MAD(BaseEstimator):
                           "num_inducing, standardize=True, or another init", RuntimeWarning, stacklevel=4)
         for (a, b), dims in self.shared_dims_.items():
             if len(dims) == 0:
-                warnings.warn(f"MAD: views {a!r} and {b!r} share no latent dimension at shared_threshold="
-                              f"{self.shared_threshold_}; the fit found nothing in common, and align() between them "
+                warnings.warn(f"MAD: views {a!r} and {b!r} share no latent dimension at "
+                              f"{self._shared_rule_text()}; the fit found nothing in common, and align() between them "
                               "refuses rather than returning a random matching", RuntimeWarning, stacklevel=4)
 
     def _embedding(self, problem: AlignmentProblem) -> LatentEmbedding:
         """Every row's latent coordinates: anchor rows q(X) of their group, the others their posteriors."""
         first = tuple(problem.views.names[:2])
         relevance = {v: np.asarray(r).tolist() for v, r in self.relevance_.items()}
-        info = {"relevance": relevance, "shared_threshold": self.shared_threshold_}
+        info = {"relevance": relevance, "shared_threshold": self.shared_threshold_,
+                "shared_by": self.shared_by_, "min_resolution": float(self.min_resolution),
+                "resolution": None if self.resolution_ is None else {v: np.asarray(r).tolist()
+                                                                    for v, r in self.resolution_.items()}}
         if self.entities_ is not None:  # all rows: each row's entity
             mean, var = self._entity_posteriors()
             rows = self.entities_[1]
@@ -1254,7 +1315,7 @@ class MAD(BaseEstimator):
         return a, b
 
     def shared_dims(self, a, b) -> np.ndarray:
-        """The latent dimensions shared by views a and b (at ``shared_threshold_``)."""
+        """The latent dimensions shared by views a and b (by ``shared_by_``)."""
         a, b = self._pair(a, b)
         return self.shared_dims_[(a, b)] if (a, b) in self.shared_dims_ else self.shared_dims_[(b, a)]
 
@@ -1262,8 +1323,8 @@ class MAD(BaseEstimator):
         """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors."""
         dims = self.shared_dims(a, b)
         if len(dims) == 0:
-            raise ValueError(f"views {a!r} and {b!r} share no latent dimension (relevance_ per view; "
-                             f"shared_threshold={self.shared_threshold_}): there is nothing to match them in")
+            raise ValueError(f"views {a!r} and {b!r} share no latent dimension (shared_by={self.shared_by_!r}, "
+                             f"{self._shared_rule_text()}): there is nothing to match them in")
         rows_a, mean_a, var_a = self.posteriors_[a]
         rows_b, mean_b, var_b = self.posteriors_[b]
         anchored = self.problem_.anchors_between(a, b)
@@ -1505,7 +1566,8 @@ class MAD(BaseEstimator):
                    temperature=temperature, dims=dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
                    n_neighbors=n_neighbors, order=order, n_samples=n_samples,
                    seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}", warm_start=warm)
-        info = {"shared_dims": dims.tolist(), "shared_threshold": self.shared_threshold_, **al.info}
+        info = {"shared_dims": dims.tolist(), "shared_by": self.shared_by_, "shared_threshold": self.shared_threshold_,
+                **al.info}
         if fitted is not None:
             info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"
         index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities

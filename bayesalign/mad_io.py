@@ -24,8 +24,8 @@ __all__ = ["MADFileError", "load_mad", "save_mad"]
 FORMAT = "bayesalign.mad"
 FORMAT_VERSION = 1
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
-_PLAIN = ("shared_threshold_", "converged_", "switched_off_views_", "timings_", "self_training_history_",
-          "latent_prior_", "correspondence_history_", "starts_", "start_")
+_PLAIN = ("shared_threshold_", "shared_by_", "converged_", "switched_off_views_", "timings_",
+          "self_training_history_", "latent_prior_", "correspondence_history_", "starts_", "start_")
 
 
 class MADFileError(ValueError):
@@ -100,6 +100,8 @@ def save_mad(model, path) -> None:
         "truth": _correspondences("truth", problem.truth, arrays),
         "shared_dims": [[a, b, np.asarray(d).tolist()] for (a, b), d in model.shared_dims_.items()],
         "relevance": {k: np.asarray(v).tolist() for k, v in model.relevance_.items()},
+        "resolution": (None if getattr(model, "resolution_", None) is None
+                       else {k: np.asarray(v).tolist() for k, v in model.resolution_.items()}),
         "discovered": discovered, "bootstrap": _jsonable(model.bootstrap_),
         "n_entities": None if model.entities_ is None else int(model.entities_[0]),
         "plain": {key: _jsonable(getattr(model, key, None)) for key in _PLAIN},
@@ -149,6 +151,8 @@ def _read(path, device):
     model.posteriors_ = {name: (arrays[f"posteriors/{i}/rows"], arrays[f"posteriors/{i}/mean"],
                                 arrays[f"posteriors/{i}/var"]) for i, name in enumerate(names)}
     model.relevance_ = {k: np.asarray(v) for k, v in meta["relevance"].items()}
+    resolution = meta.get("resolution")  # absent from files written before shared_by existed
+    model.resolution_ = None if resolution is None else {k: np.asarray(v) for k, v in resolution.items()}
     model.shared_dims_ = {(a, b): np.asarray(d, dtype=np.int64) for a, b, d in meta["shared_dims"]}
     model.discovered_ = {}
     for k, (a, b) in meta["discovered"].items():
@@ -163,6 +167,8 @@ def _read(path, device):
     model.correspondence_history_ = []  # files written before it existed
     for key, value in meta["plain"].items():
         setattr(model, key, value)
+    if getattr(model, "shared_by_", None) is None:  # written before shared_by existed: the relevance rule was the only one
+        model.shared_by_ = "relevance"
     model._fit_prior = getattr(model, "latent_prior_", model.latent_prior)  # a refit keeps the fit's own prior
     model.embedding_ = LatentEmbedding({n: arrays[f"embedding/{i}/mean"] for i, n in enumerate(names)},
                                        {n: arrays[f"embedding/{i}/var"] for i, n in enumerate(names)},

@@ -360,28 +360,38 @@ def relevant_dimensions(relevance, threshold: float) -> np.ndarray:
     return relevance > threshold * top if top > 0 else np.zeros(relevance.shape, dtype=bool)
 
 
-def shared_dimensions(relevance: Mapping[str, np.ndarray], threshold: float, *, fallback: bool = False) -> np.ndarray:
+def shared_dimensions(relevance: Mapping[str, np.ndarray], threshold: float, *, fallback: bool = False,
+                      relative: bool = True) -> np.ndarray:
     """Indices of the latent dimensions relevant (:func:`relevant_dimensions`) to every view of ``relevance``.
 
     The shared space of MRD (Damianou et al. 2012, section 3), in which MAD matches (Damianou,
-    Lawrence & Ek 2016, section 3.1). With ``fallback``, when no dimension is shared, the one with
-    the largest smallest relative relevance over the views is returned with a RuntimeWarning
-    (matching in no dimension at all is meaningless); without it the result is then empty.
+    Lawrence & Ek 2016, section 3.1). With ``relative=False`` the values are compared with
+    ``threshold`` itself, not with ``threshold`` times each view's largest (the rule for a unit-free
+    measure such as the models' ``resolution_``, whose natural threshold is 1). With ``fallback``,
+    when no dimension is shared, the one with the largest smallest (relative) value over the views
+    is returned with a RuntimeWarning (matching in no dimension at all is meaningless); without it
+    the result is then empty.
 
     >>> shared_dimensions({"a": [1.0, 0.5, 0.01], "b": [0.9, 0.01, 0.4]}, 0.05).tolist()
     [0]
+    >>> shared_dimensions({"a": [900.0, 7.0, 0.01], "b": [300.0, 20.0, 400.0]}, 1.0, relative=False).tolist()
+    [0, 1]
     """
-    masks = [relevant_dimensions(rel, threshold) for rel in relevance.values()]
+    if relative:
+        masks = [relevant_dimensions(rel, threshold) for rel in relevance.values()]
+    else:
+        if not threshold >= 0:
+            raise ValueError(f"threshold must be >= 0, got {threshold!r}")
+        masks = [np.asarray(rel, dtype=np.float64) > threshold for rel in relevance.values()]
     dims = np.flatnonzero(np.logical_and.reduce(masks))
     if dims.size or not fallback:
         return dims
-    relative = [np.asarray(rel, np.float64) / max(float(np.max(rel)), np.finfo(float).tiny)
-                for rel in relevance.values()]
-    dims = np.array([int(np.argmax(np.minimum.reduce(relative)))])
+    scaled = [np.asarray(rel, np.float64) / (max(float(np.max(rel)), np.finfo(float).tiny) if relative else 1.0)
+              for rel in relevance.values()]
+    dims = np.array([int(np.argmax(np.minimum.reduce(scaled)))])
     warnings.warn(f"no latent dimension is shared by views {tuple(relevance)} at threshold {threshold}; using "
                   f"dimension {dims[0]} (the most shared)", RuntimeWarning, stacklevel=3)
     return dims
-
 
 
 def _latent_symmetries(terms, input_dim: int):
