@@ -167,7 +167,7 @@ def _read(path, device):
     model.correspondence_history_ = []  # files written before it existed
     for key, value in meta["plain"].items():
         setattr(model, key, value)
-    if getattr(model, "shared_by_", None) is None:  # written before shared_by existed: the relevance rule was the only one
+    if getattr(model, "shared_by_", None) is None:  # a file from before shared_by: relevance was the only rule
         model.shared_by_ = "relevance"
     model._fit_prior = getattr(model, "latent_prior_", model.latent_prior)  # a refit keeps the fit's own prior
     model.embedding_ = LatentEmbedding({n: arrays[f"embedding/{i}/mean"] for i, n in enumerate(names)},

@@ -15,7 +15,7 @@ problem's matched pairs over its seeds (5 seeds of a toy: 400-560 pairs) and giv
 both temperatures, beside the floor of as many pairs.
 
 The toys are MAD's ("linear_shared", "linear_shared_private": 100 rows, 20 anchors; "nonlinear_shared_private":
-160 rows, 48 anchors; latent_dim 5); the real pairs take 10% anchors (latent_dim 5), as ``bench_mad_real.py``.
+160 rows, 48 anchors; MAD's default latent_dim); the real pairs take 10% anchors, as ``bench_mad_real.py``.
 The inducing inputs are MAD's default unless ``--num-inducing`` is given (the tables of benchmarks/RESULTS.md
 before the tenth session used 25 on the toys and 30 on the pairs):
 
@@ -53,7 +53,7 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
 def run(name, problem, seed, num_inducing):
     a, b = problem.views.names[:2]
     options = {} if num_inducing is None else {"num_inducing": num_inducing}
-    model = ba.MAD(latent_dim=5, seed=seed, progress=False, **options).fit(problem)
+    model = ba.MAD(seed=seed, progress=False, **options).fit(problem)
     posterior_al = model.align(a, b, temperature="posterior")
     posterior = ba.metrics.evaluate(posterior_al, problem)
     mean_p = float(posterior_al.probabilities.mean())

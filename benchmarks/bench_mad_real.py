@@ -51,8 +51,9 @@ def baselines():
 
 
 def mads(args):
-    common = dict(latent_dim=args.latent_dim, num_inducing=args.num_inducing,
-                  start_inducing=args.start_inducing or None, progress=False)
+    common = dict(num_inducing=args.num_inducing, start_inducing=args.start_inducing or None, progress=False,
+                  **({} if args.latent_dim is None else {"latent_dim": args.latent_dim}),
+                  **({} if args.shared_by is None else {"shared_by": args.shared_by}))
     return {
         "MAD (all rows, standardised)": lambda seed: ba.MAD(**common, seed=seed, training="all_rows",
                                                             standardize=True),
@@ -71,7 +72,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", nargs="*", default=list(PAIRS), choices=list(PAIRS), metavar="PAIR")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
-    parser.add_argument("--latent-dim", type=int, default=5)
+    parser.add_argument("--latent-dim", type=int, default=None, help="MAD's latent_dim (default: MAD's own, 10)")
+    parser.add_argument("--shared-by", choices=["resolution", "relevance"], default=None,
+                        help="MAD's shared_by (default: MAD's own, 'auto': resolution on the collapsed engine)")
     parser.add_argument("--num-inducing", type=int, default=80, help="MAD's num_inducing (its default)")
     parser.add_argument("--start-inducing", type=int, default=30,
                         help="MAD's start_inducing (its default): the starts race at this many inducing inputs, the "
