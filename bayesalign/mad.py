@@ -197,8 +197,8 @@ class MAD(BaseEstimator):
     3.1): by default those that each view's data resolve (``shared_by="resolution"``: the unit-free
     :attr:`bayesalign.gp.MRD.resolution_`, the Fisher information a view's outputs carry about the
     dimension times its spread, above ``min_resolution``), or, as in the paper, those whose ARD
-    relevance is above ``shared_threshold`` of each view's largest (``shared_by="relevance"``). On every shipped real pair at 10% anchors
-    the all-rows model on centred views matched at least as well as the paper's procedure
+    relevance is above ``shared_threshold`` of each view's largest (``shared_by="relevance"``). On
+    every shipped real pair at 10% anchors the all-rows model on centred views matched at least as well as the paper's procedure
     (``benchmarks/bench_mad_real.py``; numbers in ``benchmarks/RESULTS.md``), hence the default;
     ``training="anchors"`` reproduces the paper's Table 1.
 

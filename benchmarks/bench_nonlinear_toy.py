@@ -1,8 +1,8 @@
 """MAD on the paper's nonlinear toy (issue #14's target: exact-match accuracy 0.85, Kendall-tau 0.01, 5 seeds).
 
 The MAD toy "nonlinear_shared_private" (160 rows, 48 anchors, view 2's unaligned rows shuffled), MAD's default
-latent_dim, 25 inducing points, Hungarian on the likelihood cost; per seed the exact-match accuracy of the unaligned rows,
-then the mean accuracy and mean Kendall-tau distance of each variant:
+latent_dim, 25 inducing points, Hungarian on the likelihood cost; per seed the exact-match accuracy of the
+unaligned rows, then the mean accuracy and mean Kendall-tau distance of each variant:
 
 - the default (all rows, graph prior),
 - the default followed by up to 3 rounds of soft correspondence (``correspondence_rounds=3``),
