@@ -199,8 +199,8 @@ class MAD(BaseEstimator):
     dimension times its spread, above ``min_resolution``), or, as in the paper, those whose ARD
     relevance is above ``shared_threshold`` of each view's largest (``shared_by="relevance"``). On
     every shipped real pair at 10% anchors the all-rows model on centred views matched at least as
-    well as the paper's procedure (``benchmarks/bench_mad_real.py``; numbers in ``benchmarks/RESULTS.md``), hence the default;
-    ``training="anchors"`` reproduces the paper's Table 1.
+    well as the paper's procedure (``benchmarks/bench_mad_real.py``; numbers in
+    ``benchmarks/RESULTS.md``), hence the default; ``training="anchors"`` reproduces the paper's Table 1.
 
     Costs (``cost``): ``"mean"`` is the paper's D**, the squared Euclidean distance between
     posterior means (:func:`mean_distance_cost`); ``"likelihood"`` (default) is the match
