@@ -103,6 +103,46 @@ def test_bad_options_are_refused(toy):
         ba.MAD(training="all_rows", graph_strength=-1.0).fit(toy)
 
 
+def test_shared_dimensions_are_those_both_views_resolve(toy, all_rows):
+    """The default rule on the collapsed engine: resolution (MRD.resolution_) above min_resolution in both
+    views; the relevance rule of the paper on request; the rule is recorded and reported."""
+    from bayesalign.gp import shared_dimensions
+
+    assert all_rows.shared_by_ == "resolution"
+    resolution = all_rows.model_.resolution_
+    for view in ("Y1", "Y2"):
+        np.testing.assert_array_equal(all_rows.resolution_[view], resolution[view])
+    expected = np.flatnonzero((resolution["Y1"] > 1.0) & (resolution["Y2"] > 1.0))
+    np.testing.assert_array_equal(all_rows.shared_dims("Y1", "Y2"), expected)
+    np.testing.assert_array_equal(all_rows.embedding_.shared_dims, expected)
+    assert all_rows.embedding_.info["shared_by"] == "resolution"
+    # the same fit read by the paper's rule: relevance above 0.05 of each view's largest
+    by_relevance = shared_dimensions({v: all_rows.relevance_[v] for v in ("Y1", "Y2")}, 0.05)
+    paper = ba.MAD(latent_dim=4, num_inducing=10, seed=0, shared_by="relevance", mrd_options={"max_iter": 400})
+    paper.fit(toy)
+    assert paper.shared_by_ == "relevance" and paper.resolution_ is None
+    # same seed, same data, same fit: only the rule differs
+    np.testing.assert_allclose(paper.relevance_["Y1"], all_rows.relevance_["Y1"], rtol=1e-12)
+    np.testing.assert_array_equal(paper.shared_dims("Y1", "Y2"), by_relevance)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"shared_by": "ard"}, "shared_by must be one of"),
+    ({"min_resolution": -1.0}, "min_resolution must be a finite number >= 0"),
+    ({"min_resolution": float("nan")}, "min_resolution must be a finite number >= 0"),
+    ({"shared_by": "resolution", "engine": "svi"}, "shared_by='resolution' needs the collapsed engine"),
+])
+def test_bad_shared_dimension_options_are_refused(toy, options, message):
+    with pytest.raises(ValueError, match=message):
+        ba.MAD(**options).fit(toy)
+
+
+def test_the_svi_engine_shares_dimensions_by_relevance():
+    assert ba.MAD(engine="svi")._shared_rule() == "relevance"
+    assert ba.MAD()._shared_rule() == "resolution"
+    assert ba.MAD(shared_by="relevance")._shared_rule() == "relevance"
+
+
 def test_a_switched_off_view_and_an_empty_shared_space_are_reported(toy, all_rows):
     mad = copy.copy(all_rows)  # the fixture stays as fitted
     relevance = {"Y1": np.array([1.0, 0.5, 0.0, 0.0]), "Y2": np.array([1e-45, 1e-46, 0.0, 0.0])}

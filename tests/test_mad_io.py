@@ -33,6 +33,9 @@ def test_a_loaded_mad_aligns_exactly_as_the_fitted_one(fitted, tmp_path):
     assert loaded.model_.elbo() == mad.model_.elbo()
     shared = {k: v.tolist() for k, v in mad.shared_dims_.items()}
     assert {k: v.tolist() for k, v in loaded.shared_dims_.items()} == shared
+    assert loaded.shared_by_ == mad.shared_by_ == "resolution"
+    for view in problem.views.names:
+        np.testing.assert_array_equal(loaded.resolution_[view], mad.resolution_[view])
     # the file holds plain arrays only: numpy can read every entry without pickle
     with np.load(path, allow_pickle=False) as data:
         assert all(data[key].dtype != object for key in data.files)
@@ -51,3 +54,24 @@ def test_corrupt_or_foreign_files_are_named(fitted, tmp_path):
         ba.MAD.load(foreign)
     with pytest.raises(FileNotFoundError):
         ba.MAD.load(tmp_path / "missing.npz")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_file_from_before_shared_by_loads_with_the_relevance_rule(fitted, tmp_path):
+    """Files written before MAD(shared_by=...) have neither ``shared_by_`` nor ``resolution_``: their shared
+    dimensions were chosen by ARD relevance, the only rule then, and are loaded as saved."""
+    import json
+
+    problem, mad = fitted
+    path, old = tmp_path / "mad.npz", tmp_path / "old.npz"
+    mad.save(path)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    del meta["plain"]["shared_by_"], meta["resolution"]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(old, **arrays)
+    loaded = ba.MAD.load(old)
+    assert loaded.shared_by_ == "relevance" and loaded.resolution_ is None
+    assert {k: v.tolist() for k, v in loaded.shared_dims_.items()} == {k: v.tolist() for k, v in
+                                                                       mad.shared_dims_.items()}
