@@ -82,6 +82,10 @@ LATENT_PRIORS = ("graph", "standard_normal")
 ENGINES = ("collapsed", "svi")
 #: Rules for the latent dimensions two views share (``MAD(shared_by=...)``); "auto" picks by the engine.
 SHARED_BY = ("auto", "resolution", "relevance")
+#: Fraction of MRD's ``max_iter`` each start gets in the race of ``start_inducing`` (the kept one then goes on to
+#: ``max_iter``): at 300 of 1,000 evaluations the start ahead is the one the full race keeps on most pairs, and
+#: three full fits made 10 latent dimensions miss the 3 minutes at 2,000 rows (benchmarks/RESULTS.md).
+RACE_FRACTION = 0.3
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
 #: Unsupervised initialisers the all-rows model tries without anchors, their candidates compared by the bound.
@@ -317,13 +321,14 @@ class MAD(BaseEstimator):
         with ``engine="svi"``, which takes one start ("joint_laplacian" or "pca"; its stochastic bound
         cannot rank starts).
     start_inducing : int, optional
-        With several starts on the collapsed engine: fit each start with this many inducing inputs,
-        keep the highest bound, then grow the kept fit to ``num_inducing`` (new inducing inputs at
+        With several starts on the collapsed engine: fit each start with this many inducing inputs
+        for ``RACE_FRACTION`` of MRD's ``max_iter`` evaluations, keep the highest bound, continue it at
+        this size to ``max_iter`` evaluations, then grow it to ``num_inducing`` (new inducing inputs at
         the entity means farthest from the others, :meth:`bayesalign.gp.MRD.grow_inducing`, which never
-        lowers the bound) and continue it for half of MRD's ``max_iter`` evaluations (the whole budget
-        was measured too: benchmarks/RESULTS.md, "More inducing inputs"). The cost of an evaluation grows
+        lowers the bound) and continue it for half of ``max_iter`` evaluations (the whole budget was
+        measured too: benchmarks/RESULTS.md, "More inducing inputs"). The cost of an evaluation grows
         as M^2, so the starts race at a fraction of it. None (or ``num_inducing`` or more): every start
-        at ``num_inducing``.
+        at ``num_inducing`` for the whole budget.
 
     Attributes
     ----------
@@ -794,13 +799,19 @@ class MAD(BaseEstimator):
             M = min(int(self.num_inducing), n_entities)  # every entity is observed by some view
             race = (self.start_inducing is not None and int(self.start_inducing) < M and
                     isinstance(options["init"], tuple) and len(options["init"]) > 1)
+            budget = int(options.get("max_iter", MRD().max_iter))
+            if race:  # each start for a fraction of the budget: the kept one goes on alone
+                options["max_iter"] = max(int(RACE_FRACTION * budget), 1)
             self.model_ = MRD(latent_dim=Q, num_inducing=int(self.start_inducing) if race else M, kernel=self.kernel,
                               seed=self.seed, device=self.device, progress=self.progress, **options).fit(
                 arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
             if race:  # the starts raced with fewer inducing inputs: the kept fit grows to num_inducing and goes on
                 if names_tried is not None:
                     self._record_starts(names_tried)  # the race's bounds
-                self.model_.grow_inducing(M, max(self.model_.max_iter // 2, 1))
+                if budget > options["max_iter"]:
+                    self.model_.continue_fit(budget - options["max_iter"])
+                self.model_.max_iter = budget
+                self.model_.grow_inducing(M, max(budget // 2, 1))
             mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
         if names_tried is not None and getattr(self, "start_", None) is None:  # a fit from scratch, not a refit
             self._record_starts(names_tried)

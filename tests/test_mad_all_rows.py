@@ -337,19 +337,23 @@ def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_fr
     assert loaded.starts_ == trained.starts_ and loaded.start_ == first and loaded.starts == ["cca", "pca"]
 
 
-def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, all_rows):
-    # start_inducing: every start is the fit it would be alone at that many inducing inputs (the same bounds as a
-    # plain MAD with num_inducing=start_inducing, round-off aside), the highest is kept and grown to num_inducing
-    # (never lowering its bound) and continued; a single start, or start_inducing = num_inducing, fits directly
+def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy):
+    # start_inducing: every start is the fit it would be alone at that many inducing inputs for RACE_FRACTION of
+    # max_iter (the same bounds as a plain MAD with num_inducing=start_inducing and that budget, round-off aside),
+    # the highest is kept, continued to max_iter, grown to num_inducing (never lowering its bound) and continued;
+    # a single start, or start_inducing = num_inducing, fits directly
+    from bayesalign.mad import RACE_FRACTION
+
     raced = ba.MAD(latent_dim=4, num_inducing=16, start_inducing=10, seed=0, mrd_options={"max_iter": 400}).fit(toy)
-    assert [s["start"] for s in raced.starts_] == [s["start"] for s in all_rows.starts_]
-    for a, b in zip(raced.starts_, all_rows.starts_):
+    short = ba.MAD(latent_dim=4, num_inducing=10, seed=0, mrd_options={"max_iter": int(RACE_FRACTION * 400)}).fit(toy)
+    assert [s["start"] for s in raced.starts_] == [s["start"] for s in short.starts_]
+    for a, b in zip(raced.starts_, short.starts_):
         assert a["elbo"] == pytest.approx(b["elbo"], rel=1e-9) and a["kept"] == b["kept"]
-    assert raced.start_ == all_rows.start_
+    assert raced.start_ == short.start_
     model = raced.model_
-    assert model.num_inducing == 16 and model.module_.inducing_inputs.shape[1] == 16
+    assert model.num_inducing == 16 and model.module_.inducing_inputs.shape[1] == 16 and model.max_iter == 400
     assert model.elbo() >= max(s["elbo"] for s in raced.starts_)
-    assert model.n_iter_ > all_rows.model_.n_iter_  # the race's evaluations, then the continued fit's
+    assert model.n_iter_ > short.model_.n_iter_  # the race's evaluations, then the continued fits'
     n, rows = raced.entities_
     free, mean, _ = raced.posteriors_["Y2"]
     np.testing.assert_array_equal(mean, model.entity_means_[rows["Y2"][free]])  # the grown fit's posteriors
