@@ -148,6 +148,9 @@ class MRD(LatentGPBase):
         RuntimeWarning says so, and the interrupt is re-raised to the caller.
     relevance_ : dict view -> array [Q]
         ARD relevance weights (variance / lengthscale^2 for RBF).
+    resolution_ : dict view -> array [Q]
+        How finely each view's outputs pin down each latent dimension: its Fisher information about
+        x_q times the spread of the q(X) means along q, unit-free (above 1: resolved; see the property).
     latent_ : LatentEmbedding
         q(X) means and variances of each view's rows (the same for every view of a paired fit),
         ``shared_dims`` at threshold 0.05.
