@@ -225,8 +225,8 @@ class MAD(BaseEstimator):
     ----------
     latent_dim : int
         Q, the number of latent dimensions of MRD; ARD switches off those the data do not need.
-        10 by default (5 before 2026-11-25: with the dimensions shared by resolution, 10 matched
-        better on six of the seven real pairs; benchmarks/RESULTS.md).
+        10 by default (5 before 2026-11-25; the comparison is in benchmarks/RESULTS.md, "Shared
+        dimensions by resolution").
     num_inducing : int
         Inducing inputs of MRD, capped at the number of latent points it fits (the anchors with
         ``training="anchors"``, every entity with ``"all_rows"``). The cost of a bound evaluation grows
@@ -239,9 +239,8 @@ class MAD(BaseEstimator):
         ``min_resolution``; a dimension a view uses weakly but with many quiet outputs counts, one
         switched off by ARD does not. ``"relevance"``: MRD's rule of the paper, ARD relevance above
         ``shared_threshold`` times the view's largest; it drops dimensions with a few percent of a
-        view's largest relevance that the view still resolves, which cost MAD most of its accuracy
-        on the real pairs at ``latent_dim=10`` (benchmarks/RESULTS.md, "Shared dimensions by
-        resolution"). ``"auto"`` (default): ``"resolution"`` on the collapsed engine, ``"relevance"``
+        view's largest relevance that the view still resolves (benchmarks/RESULTS.md, "Shared
+        dimensions by resolution"). ``"auto"`` (default): ``"resolution"`` on the collapsed engine, ``"relevance"``
         with ``engine="svi"`` (whose non-Gaussian views have no noise variance to measure against).
     min_resolution : float
         The resolution (squared noise standard deviations per latent standard deviation) above
