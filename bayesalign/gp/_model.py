@@ -431,30 +431,31 @@ class LatentGPBase(BaseEstimator):
         the dimension and how noisy they are: a dimension with a hundredth of a view's largest
         relevance can still be resolved a hundred times over by a view with many quiet outputs,
         while a dimension switched off by ARD has a resolution of about 0. MAD's shared dimensions
-        (``shared_by="resolution"``) are those every view resolves. The derivatives are exact
-        (forward-mode automatic differentiation, one pass per dimension).
+        (``shared_by="resolution"``) are those every view resolves. The derivatives are exact: reverse-mode
+        automatic differentiation of k(x, Z) gives :math:`\partial k(x_n, z_m) / \partial x_n` for each
+        inducing input (one pass each), contracted with :math:`\alpha_v` (forward mode would need fewer
+        passes, but its dual levels are process-global and clash between threads, e.g. dask workers).
         """
         self._check_fitted()
         module, out = self.module_, {}
-        with torch.no_grad():
-            for v, name in enumerate(self.view_names_):
+        for v, name in enumerate(self.view_names_):
+            with torch.no_grad():
                 mean = module.view_latent(v)[0].detach()  # [N_v, Q]
-                kernel, Z = module.kernels[v], module.inducing(v).detach()
-                alpha = module.posterior(v).alpha  # [M, D_v]
-
-                def predictive_mean(x, kernel=kernel, Z=Z, alpha=alpha):
-                    return kernel(x, Z).to_dense() @ alpha  # [n, D_v]
-
-                Q, total = mean.shape[1], mean.new_zeros(mean.shape[1])
-                for start in range(0, mean.shape[0], 4096):
-                    x = mean[start:start + 4096]
-                    for q in range(Q):
-                        tangent = torch.zeros_like(x)
-                        tangent[:, q] = 1.0
-                        _, slope = torch.func.jvp(predictive_mean, (x,), (tangent,))  # d f / d x_q   [n, D_v]
-                        total[q] += slope.square().sum()
-                spread = mean.var(0, unbiased=False)  # [Q]
-                out[name] = (spread * total / max(mean.shape[0], 1) / module.noise[v].detach()).cpu().numpy()
+                Z = module.inducing(v).detach()
+                alpha = module.posterior(v).alpha.detach()  # [M, D_v]
+                noise = module.noise[v].detach()
+            kernel, (Q, M) = module.kernels[v], (mean.shape[1], Z.shape[0])
+            total = mean.new_zeros(Q)
+            for start in range(0, mean.shape[0], 1024):
+                x = mean[start:start + 1024].clone().requires_grad_(True)  # [n, Q]
+                with torch.enable_grad():
+                    K = kernel(x, Z).to_dense()  # [n, M]
+                    # d k(x_n, z_m) / d x_n for every m: row n of K depends on x_n alone   [n, Q, M]
+                    dK = torch.stack([torch.autograd.grad(K[:, m].sum(), x, retain_graph=m < M - 1)[0]
+                                      for m in range(M)], -1)
+                total += (dK.detach() @ alpha).square().sum((0, 2))  # sum_n sum_d (d fbar_d / d x_q)^2   [Q]
+            spread = mean.var(0, unbiased=False)  # [Q]
+            out[name] = (spread * total / max(mean.shape[0], 1) / noise).cpu().numpy()
         return out
 
     def _active(self, threshold: float) -> dict[str, np.ndarray]:
