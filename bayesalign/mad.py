@@ -54,7 +54,7 @@ from .matching import (
     posterior_temperature,
     sinkhorn_probabilities,
 )
-from .matching.costs import cost_source
+from .matching.costs import CrossViewMisfit, cost_source, fit_misfit
 from .matching.matcher import DENSE_SINKHORN_MAX, SPARSE_ABOVE, _cost_matrix
 from .metrics import evaluate
 
@@ -82,6 +82,9 @@ LATENT_PRIORS = ("graph", "standard_normal")
 ENGINES = ("collapsed", "svi")
 #: Rules for the latent dimensions two views share (``MAD(shared_by=...)``); "auto" picks by the engine.
 SHARED_BY = ("auto", "resolution", "relevance")
+#: ``misfit``: estimated on the anchor pairs, none (the likelihood cost on the posterior variances alone), or
+#: "auto" (the anchors' on the collapsed engine, none with engine="svi")
+MISFITS = ("auto", "anchors", None)
 #: Fraction of MRD's ``max_iter`` each start gets in the race of ``start_inducing`` (the kept one then goes on to
 #: ``max_iter``): at 300 of 1,000 evaluations the start ahead is the one the full race keeps on most pairs, and
 #: three full fits made 10 latent dimensions miss the 3 minutes at 2,000 rows (benchmarks/RESULTS.md).
@@ -211,7 +214,11 @@ class MAD(BaseEstimator):
     negative log-likelihood ``-log N(mu_i - mu_j; 0, S_i + S_j)`` (:func:`likelihood_cost`),
     which uses the whole posterior (the paper's future work, section 5). The expected
     squared distance E||x_i - x_j||^2 is *not* offered: it only adds row and column
-    constants to D** and changes no assignment.
+    constants to D** and changes no assignment. The posterior variances say how well a view pins
+    its own rows down, not how far apart the two views put the same point; by default
+    (``misfit="anchors"``) the likelihood cost adds that cross-view misfit, estimated on the anchor
+    pairs inferred again view by view: ``-log N(mu_i - mu_j; 0, S_i + S_j + Sigma_tau)``
+    (:func:`bayesalign.matching.fit_misfit`, :meth:`cross_view_misfit`).
 
     Matchers (:meth:`align`): ``"hungarian"`` (the paper's nonmyopic optimal assignment),
     ``"myopic"`` (the paper's online variant: the unaligned rows of b arrive in order and
@@ -252,6 +259,16 @@ class MAD(BaseEstimator):
         ``shared_dims`` rule).
     cost : {"likelihood", "mean"}
         Default cost of :meth:`align`.
+    misfit : {"auto", "anchors", None}
+        The likelihood cost's cross-view misfit Sigma_tau (above). ``"anchors"``: estimated per pair of
+        views on their anchor pairs, each inferred again from each view alone under the fitted model
+        (:meth:`cross_view_misfit`, at the first use; with fewer than ``MIN_CALIBRATION_PAIRS`` anchor
+        pairs a RuntimeWarning and none). None: the posterior variances alone (the cost before
+        2026-11-25; the comparison: benchmarks/RESULTS.md, "Cross-view misfit"). ``"auto"`` (default):
+        ``"anchors"`` on the collapsed engine, None with ``engine="svi"``, whose re-inferred anchors can
+        disagree far more than its jointly fitted rows do (views with missing entries: the anchors'
+        means differed by 1.5 times the points' spread on the toy of ``tests/test_mad_all_rows.py``).
+        The mean cost has no variances and ignores it. ``misfit_`` records what was used.
     temperature : {"anchors", "posterior"} or float
         T of the probabilities ``exp(-cost / T)``. ``"anchors"`` (default): T fitted on the
         anchor pairs (:meth:`calibrate_temperature`, temperature scaling on the anchors
@@ -365,10 +382,15 @@ class MAD(BaseEstimator):
     discovered_ : dict (a, b) -> dict of arrays
         Pairs added by the zero-anchor bootstrap and by self-training (``index_a``,
         ``index_b``, ``probability``, ``cost``, ``round``); :meth:`align` reports them too.
+    misfit_ : dict (a, b) -> CrossViewMisfit or None
+        The cross-view misfit of each pair of views the likelihood cost has used (:meth:`cross_view_misfit`);
+        None where there were too few anchor pairs to estimate it. Empty with ``misfit=None`` (or "auto"
+        with ``engine="svi"``) and for the mean cost.
     calibration_ : dict (a, b, cost) -> dict
         Temperatures fitted on the anchors by :meth:`calibrate_temperature` (with
         ``temperature="anchors"``, the default, at the first :meth:`align`): ``temperature``, ``pairs``,
-        ``objective``, ``objective_at_posterior_temperature``, ``posterior_temperature``, ``fallback``.
+        ``objective``, ``objective_at_posterior_temperature``, ``posterior_temperature``, ``fallback``, ``misfit``
+        (whether the cost had the cross-view misfit).
     timings_ : dict
         Seconds of the last MRD fit (``fit_seconds``) and of the inference of every view's
         unaligned rows (``infer_seconds``).
@@ -412,7 +434,7 @@ class MAD(BaseEstimator):
                  graph_strength: float = 10.0, n_neighbors: int = 10, engine: str = "collapsed",
                  svi_options: dict | None = None, correspondence_rounds: int = 0, correspondence_neighbors: int = 5,
                  starts=None, start_inducing: int | None = 30, shared_by: str = "auto", min_resolution: float = 1.0,
-                 **mrd_kwargs):
+                 misfit: str | None = "auto", **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -441,6 +463,7 @@ class MAD(BaseEstimator):
         self.start_inducing = start_inducing
         self.shared_by = shared_by
         self.min_resolution = min_resolution
+        self.misfit = misfit
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -450,6 +473,8 @@ class MAD(BaseEstimator):
             raise ValueError(f"shared_threshold is relative to a view's largest relevance; it must be in [0, 1), "
                              f"got {self.shared_threshold!r}")
         _check_temperature(self.temperature)
+        if self.misfit not in MISFITS:
+            raise ValueError(f"misfit must be one of {MISFITS}, got {self.misfit!r}")
         if self.shared_by not in SHARED_BY:
             raise ValueError(f"shared_by must be one of {SHARED_BY}, got {self.shared_by!r}")
         if isinstance(self.min_resolution, bool) or not (np.isfinite(float(self.min_resolution))
@@ -681,8 +706,14 @@ class MAD(BaseEstimator):
         self.embedding_ = self._embedding(problem)
         self.timings_["total_seconds"] = time.perf_counter() - start
         self._stream = {}
+        self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        """Drop what was computed from the fitted model on demand (after a refit or a load)."""
         self.calibration_ = {}
         self._calibration_potentials = {}
+        self.misfit_ = {}
+        self._reinferred = {}
 
     def _shared_rule(self) -> str:
         """The rule of the shared dimensions: ``shared_by``, with "auto" resolved by the engine."""
@@ -1275,6 +1306,7 @@ class MAD(BaseEstimator):
         if state is None:
             rows_a, mean_a, var_a, _, _, _, dims = self._candidates(a, b)
             state = self._stream[(a, b)] = {"rows": rows_a, "mean": mean_a, "var": var_a, "dims": dims,
+                                            "misfit": self._misfit_for(a, b),
                                             "free": np.ones(rows_a.size, bool), "Y": [], "q_mean": [],
                                             "q_var": []}
         mean, var = self._infer_streaming(b, y, state)  # [1, Q]
@@ -1285,10 +1317,13 @@ class MAD(BaseEstimator):
         if free.size == 0:
             return -1, float("nan")
         dims = state["dims"]
+        mean, var = mean[:, dims], var[:, dims]
+        if state["misfit"] is not None:  # compared as the unaligned rows of a are (_candidates)
+            mean, var = state["misfit"].apply(mean, var)
         if self.cost == "mean":
-            c = mean_distance_cost(state["mean"][free], mean[:, dims])[:, 0]
+            c = mean_distance_cost(state["mean"][free], mean)[:, 0]
         else:
-            c = likelihood_cost(state["mean"][free], state["var"][free], mean[:, dims], var[:, dims])[:, 0]
+            c = likelihood_cost(state["mean"][free], state["var"][free], mean, var)[:, 0]
         k = int(np.argmin(c))
         if cost_limit is not None and c[k] > float(cost_limit):
             return -1, float(c[k])
@@ -1329,8 +1364,76 @@ class MAD(BaseEstimator):
         a, b = self._pair(a, b)
         return self.shared_dims_[(a, b)] if (a, b) in self.shared_dims_ else self.shared_dims_[(b, a)]
 
-    def _candidates(self, a, b):
-        """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors."""
+    def _candidates(self, a, b, cost=None):
+        """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors in the
+        shared dimensions, as ``cost`` (default ``self.cost``) compares them: with the likelihood cost and a
+        cross-view misfit, rotated to its eigenbasis with the misfit added (:meth:`CrossViewMisfit.apply`)."""
+        rows_a, ma, va, rows_b, mb, vb, dims = self._shared_posteriors(a, b)
+        misfit = self._misfit_for(a, b, cost)
+        if misfit is not None:
+            (ma, va), (mb, vb) = misfit.apply(ma, va), misfit.apply(mb, vb)
+        return rows_a, ma, va, rows_b, mb, vb, dims
+
+    def _misfit_for(self, a, b, cost=None) -> CrossViewMisfit | None:
+        """The misfit ``cost`` adds between a and b (None for the mean cost or ``misfit=None``)."""
+        cost = self.cost if cost is None else cost
+        if cost != "likelihood" or self._misfit_rule() is None:
+            return None
+        return self.cross_view_misfit(a, b)
+
+    def _misfit_rule(self) -> str | None:
+        """``misfit`` with "auto" resolved by the engine."""
+        rule = getattr(self, "misfit", None)
+        if rule == "auto":
+            return "anchors" if self.engine == "collapsed" else None
+        return rule
+
+    def cross_view_misfit(self, a=None, b=None) -> CrossViewMisfit | None:
+        r"""How far views a and b put the same point beyond their posterior variances, from the anchors.
+
+        Each anchor pair (i, t) is inferred again view by view, q_a(x_i) from y_i of a alone and
+        q_b(x_t) from y_t of b alone (``MRD.infer``, the fitted model fixed), as if unaligned; in the
+        shared dimensions their means differ by more than S_i + S_t allows wherever the two views'
+        mappings, learned from finitely many rows, do not invert to the same point. The covariance of
+        that excess, Sigma_tau (:func:`bayesalign.matching.fit_misfit`: moments, shrunk toward the
+        diagonal, the posterior variances subtracted, projected onto the positive semi-definite cone),
+        is what the likelihood cost adds: ``-log N(mu_i - mu_j; 0, S_i + S_j + Sigma_tau)``. It also
+        weighs the shared dimensions by how well the two views agree on them, where the resolution
+        rule only says that each view alone resolves them. The anchors shaped the model, so Sigma_tau
+        is if anything too small. Fewer than ``MIN_CALIBRATION_PAIRS`` anchor pairs: a RuntimeWarning
+        and None (the posterior variances alone). Cached in ``misfit_``.
+        """
+        self._check_fitted()
+        a, b = self._pair(a, b)
+        key = (a, b) if (a, b) in self.shared_dims_ else (b, a)
+        if key not in self.misfit_:
+            anchors = self.problem_.anchors_between(*key)
+            if len(anchors) < MIN_CALIBRATION_PAIRS:
+                warnings.warn(f"views {key[0]!r} and {key[1]!r} have {len(anchors)} anchor pairs, fewer than "
+                              f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}, to estimate their cross-view misfit "
+                              f"on; the likelihood cost uses the posterior variances alone", RuntimeWarning,
+                              stacklevel=3)
+                self.misfit_[key] = None
+            else:
+                self.misfit_[key] = fit_misfit(*self._reinferred_anchors(*key))
+        return self.misfit_[key]
+
+    def _reinferred_anchors(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The anchor pairs between a and b, each inferred again from its own view alone under the fitted model,
+        in the shared dimensions: (mean_a, var_a, mean_b, var_b) [n, |shared|], row k the k-th anchor pair
+        (cached until the next fit)."""
+        if (a, b) not in self._reinferred:
+            dims = self.shared_dims(a, b)
+            anchors = self.problem_.anchors_between(a, b)
+            views = self._views(self.problem_)
+            xa = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(a, views[a][anchors.index_a])]
+            xb = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(b, views[b][anchors.index_b])]
+            self._reinferred[(a, b)] = (xa[0], xa[1], xb[0], xb[1])
+        return self._reinferred[(a, b)]
+
+    def _shared_posteriors(self, a, b):
+        """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors in the
+        shared dimensions, as the model gives them."""
         dims = self.shared_dims(a, b)
         if len(dims) == 0:
             raise ValueError(f"views {a!r} and {b!r} share no latent dimension (shared_by={self.shared_by_!r}, "
@@ -1386,19 +1489,21 @@ class MAD(BaseEstimator):
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
         key = (a, b, cost)
-        if key in self.calibration_:
+        misfit = self._misfit_for(a, b, cost) is not None
+        if key in self.calibration_ and self.calibration_[key]["misfit"] == misfit:  # else misfit changed since
             return self.calibration_[key]["temperature"]
-        _, _, va, _, _, vb, _ = self._candidates(a, b)
+        _, _, va, _, _, vb, _ = self._candidates(a, b, cost)
         default = posterior_temperature(cost, va, vb)
         anchors = self.problem_.anchors_between(a, b)
-        record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default}
+        record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default,
+                  "misfit": misfit}
         if len(anchors) < MIN_CALIBRATION_PAIRS:
             warnings.warn(f"views {a!r} and {b!r} have {len(anchors)} anchor pairs, fewer than "
                           f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}, to fit the temperature on; the "
                           f"probabilities use the posterior temperature {default:.3g}", RuntimeWarning, stacklevel=3)
             self.calibration_[key] = {**record, "temperature": default, "fallback": True}
             return default
-        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b)
+        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, cost)
         true_cost = pair_costs(cost, *pool_a, *pool_b, true_a, true_b)  # [n]
         dense = pool_a[0].shape[0] * pool_b[0].shape[0] <= SPARSE_ABOVE
         if dense:  # one cost matrix and one optimal assignment for every temperature the search tries
@@ -1441,7 +1546,7 @@ class MAD(BaseEstimator):
         # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
         # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
         f, g, T0 = nearest(T)
-        rows_a, _, _, rows_b, _, _, _ = self._candidates(a, b)
+        rows_a, _, _, rows_b, _, _, _ = self._shared_posteriors(a, b)
         n_a, n_b, n = rows_a.size, rows_b.size, len(true_a)
         self._calibration_potentials[key] = (rows_a, rows_b,
                                              (np.r_[f[:n_a], f[n_a + n:]], np.r_[g[:n_b], g[n_b + n:]], T0))
@@ -1461,19 +1566,19 @@ class MAD(BaseEstimator):
             return fitted, None
         return fitted, saved[2]
 
-    def _anchor_pool(self, a, b):
+    def _anchor_pool(self, a, b, cost=None):
         """The unaligned rows of a and b with the anchor pairs appended, each anchor inferred again from
         its own view alone (the fitted model fixed, as if unaligned): the pools' posteriors (means,
-        variances) [n_a + n, |shared|] and [n_b + n, |shared|] in the shared dimensions, and the positions
-        of the n true anchor pairs in them."""
-        _, ma, va, _, mb, vb, dims = self._candidates(a, b)
-        anchors = self.problem_.anchors_between(a, b)
-        views = self._views(self.problem_)
-        xa = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(a, views[a][anchors.index_a])]
-        xb = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(b, views[b][anchors.index_b])]
-        n = len(anchors)
-        pool_a = (np.vstack([ma, xa[0]]), np.vstack([va, xa[1]]))  # unaligned rows of a, then the anchors
-        pool_b = (np.vstack([mb, xb[0]]), np.vstack([vb, xb[1]]))
+        variances) [n_a + n, |shared|] and [n_b + n, |shared|] in the shared dimensions, as ``cost``
+        compares them (:meth:`_candidates`), and the positions of the n true anchor pairs in them."""
+        _, ma, va, _, mb, vb, _ = self._candidates(a, b, cost)
+        xa_mean, xa_var, xb_mean, xb_var = self._reinferred_anchors(a, b)
+        misfit = self._misfit_for(a, b, cost)
+        if misfit is not None:
+            (xa_mean, xa_var), (xb_mean, xb_var) = misfit.apply(xa_mean, xa_var), misfit.apply(xb_mean, xb_var)
+        n = xa_mean.shape[0]
+        pool_a = (np.vstack([ma, xa_mean]), np.vstack([va, xa_var]))  # unaligned rows of a, then the anchors
+        pool_b = (np.vstack([mb, xb_mean]), np.vstack([vb, xb_var]))
         return pool_a, pool_b, ma.shape[0] + np.arange(n), mb.shape[0] + np.arange(n)
 
     def _anchor_foscttm(self, a, b) -> float:
@@ -1502,8 +1607,21 @@ class MAD(BaseEstimator):
         cost = self.cost if cost is None else cost
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
-        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
+        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b, cost)
         return rows_a, rows_b, _cost_matrix(cost, ma, va, mb, vb)
+
+    def _match_embedding(self, a, b, cost):
+        """(embedding, dims) that :func:`~bayesalign.matching.match` compares a and b in: ``embedding_`` and the
+        shared dimensions, or, with a cross-view misfit, every row's shared coordinates in the misfit's
+        eigenbasis with the misfit added to the variances (as :meth:`_candidates`)."""
+        dims = self.shared_dims(a, b)
+        misfit = self._misfit_for(a, b, cost)
+        if misfit is None:
+            return self.embedding_, dims
+        emb = self.embedding_
+        moved = {v: misfit.apply(emb.means[v][:, dims], emb.variance_of(v)[:, dims]) for v in (a, b)}
+        return (LatentEmbedding({v: m for v, (m, _) in moved.items()}, {v: s for v, (_, s) in moved.items()},
+                                method="mad"), np.arange(len(dims)))
 
     def match_probabilities(self, a=None, b=None, cost: str | None = None, cost_limit=None,
                             temperature: float | None = None):
@@ -1520,7 +1638,7 @@ class MAD(BaseEstimator):
         cost = self.cost if cost is None else cost
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
-        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
+        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b, cost)
         temperature = self._temperature(a, b, cost, temperature)
         T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
         P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit,  # csr [n_a, n_b]
@@ -1569,15 +1687,18 @@ class MAD(BaseEstimator):
         """
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
-        rows_a, _, _, rows_b, _, _, dims = self._candidates(a, b)
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        rows_a, _, _, rows_b, _, _, dims = self._shared_posteriors(a, b)
         temperature = self._temperature(a, b, cost, temperature)
         fitted, warm = self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a, rows_b)
-        al = match(self.embedding_, self.problem_, a, b, matcher=matcher, cost=cost, cost_limit=cost_limit,
-                   temperature=temperature, dims=dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
+        embedding, match_dims = self._match_embedding(a, b, cost)
+        al = match(embedding, self.problem_, a, b, matcher=matcher, cost=cost, cost_limit=cost_limit,
+                   temperature=temperature, dims=match_dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
                    n_neighbors=n_neighbors, order=order, n_samples=n_samples,
                    seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}", warm_start=warm)
         info = {"shared_dims": dims.tolist(), "shared_by": self.shared_by_, "shared_threshold": self.shared_threshold_,
-                **al.info}
+                "misfit": self._misfit_for(a, b, cost) is not None, **al.info}
         if fitted is not None:
             info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"
         index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities

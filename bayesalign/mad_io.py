@@ -142,6 +142,8 @@ def _read(path, device):
                                truth=_read_correspondences("truth", meta["truth"], arrays),
                                labels=labels or None, name=meta["problem_name"])
     model = MAD(**meta["params"])
+    if "misfit" not in meta["params"]:  # a file from before the cross-view misfit: the likelihood cost had none
+        model.misfit = None
     model.problem_ = problem
     with tempfile.TemporaryDirectory() as folder:
         inner = Path(folder) / "mrd.npz"
@@ -175,6 +177,5 @@ def _read(path, device):
                                        shared_dims=np.asarray(meta["embedding_shared_dims"], dtype=np.int64),
                                        method="mad")
     model._stream = {}
-    model.calibration_ = {}
-    model._calibration_potentials = {}
+    model._forget_derived()
     return model

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from bayesalign.data import AlignmentProblem, Correspondence
+from bayesalign.data import AlignmentProblem, Correspondence, LatentEmbedding
 from bayesalign.mad import likelihood_cost, mean_distance_cost, mutual_nearest, pair_costs
 
 
@@ -330,6 +332,14 @@ def test_mad_follows_the_estimator_contract():
         MAD(mrd_options={"seed": 1}).fit(problem)
 
 
+def _misfit_embedding(mad):
+    """Every row's shared coordinates as the default likelihood cost compares them: the cross-view misfit's
+    basis, the misfit added to the variances (by hand, from ``cross_view_misfit``)."""
+    misfit, dims, emb = mad.cross_view_misfit(), mad.shared_dims("Y1", "Y2"), mad.embedding_
+    moved = {v: misfit.apply(emb.means[v][:, dims], emb.variances[v][:, dims]) for v in ("Y1", "Y2")}
+    return LatentEmbedding({v: m for v, (m, _) in moved.items()}, {v: s for v, (_, s) in moved.items()})
+
+
 def test_embedding_holds_every_row_and_matches_like_align(toy):
     from bayesalign.matching import match
 
@@ -342,6 +352,13 @@ def test_embedding_holds_every_row_and_matches_like_align(toy):
     anchors = mad.anchors_
     # an anchor group is one latent point: the same q(x) in both views
     np.testing.assert_array_equal(emb.means["Y1"][anchors[:, 0]], emb.means["Y2"][anchors[:, 1]])
+    plain = copy.deepcopy(mad).set_params(misfit=None)  # on the posterior variances alone: match on the embedding
+    al = plain.align(matcher="hungarian", cost="likelihood", temperature="posterior")
+    direct = match(emb, problem, matcher="hungarian", cost="likelihood")
+    assert al.pairs.tolist() == direct.pairs.tolist()
+    np.testing.assert_allclose(al.probabilities, direct.probabilities)
+    # with the cross-view misfit (the default): match on the shared coordinates with the misfit added
+    emb = _misfit_embedding(mad)
     al = mad.align(matcher="hungarian", cost="likelihood", temperature="posterior")
     direct = match(emb, problem, matcher="hungarian", cost="likelihood")
     assert al.pairs.tolist() == direct.pairs.tolist()
@@ -429,7 +446,8 @@ def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probabil
     va = np.vstack([emb.variances["Y1"][rows_a][:, dims], qa[1]])
     mb = np.vstack([emb.means["Y2"][rows_b][:, dims], qb[0]])
     vb = np.vstack([emb.variances["Y2"][rows_b][:, dims], qb[1]])
-    C = likelihood_cost(ma, va, mb, vb)
+    misfit = mad.cross_view_misfit()  # the likelihood cost compares them with the cross-view misfit added
+    C = likelihood_cost(*misfit.apply(ma, va), *misfit.apply(mb, vb))
     true_a, true_b = rows_a.size + np.arange(10), rows_b.size + np.arange(10)
 
     def objective(t):
@@ -487,8 +505,8 @@ def test_alignment_at_the_fitted_temperature_starts_from_the_searchs_potentials(
     f, g, T0 = given[0]
     n_a, n_b = al.candidates_a.size, al.candidates_b.size
     assert (n_a, n_b) == (90, 90 - drop) and f.shape == (n_a + (n_b > n_a),) and g.shape == (n_b + (n_a > n_b),)
-    cold = match(mad.embedding_, problem, "Y1", "Y2", cost="likelihood", temperature=T,
-                 dims=mad.shared_dims("Y1", "Y2"), rows_a=al.candidates_a, rows_b=al.candidates_b)
+    cold = match(_misfit_embedding(mad), problem, "Y1", "Y2", cost="likelihood", temperature=T,
+                 rows_a=al.candidates_a, rows_b=al.candidates_b)
     np.testing.assert_array_equal(al.index_b, cold.index_b)
     np.testing.assert_allclose(al.probabilities, cold.probabilities, rtol=0, atol=2e-3)
     given.clear()

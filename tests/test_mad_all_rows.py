@@ -216,7 +216,8 @@ def test_anchor_foscttm_is_the_rank_of_the_re_inferred_anchors_among_the_unalign
         mean, var = (np.asarray(z)[:, dims] for z in mad.model_.infer(view, toy.views[view][index], max_iter=500))
         _, free_mean, free_var = mad.posteriors_[view]
         pools[view] = (np.vstack([free_mean[:, dims], mean]), np.vstack([free_var[:, dims], var]))
-    C = ba.matching.likelihood_cost(*pools["Y1"], *pools["Y2"])  # [100, 100]
+    misfit = mad.cross_view_misfit("Y1", "Y2")  # the likelihood cost compares them with the misfit added
+    C = ba.matching.likelihood_cost(*misfit.apply(*pools["Y1"]), *misfit.apply(*pools["Y2"]))  # [100, 100]
     n = len(anchors)
     ia, ib = 90 + np.arange(n), 90 + np.arange(n)
     rows = [(C[i] < C[i, j]).sum() / (C.shape[1] - 1) for i, j in zip(ia, ib)]
@@ -375,3 +376,66 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy):
 def test_bad_starts_are_refused(toy, options, message):
     with pytest.raises(ValueError, match=message):
         ba.MAD(**options).fit(toy)
+
+
+def test_the_cross_view_misfit_is_estimated_on_the_anchors_re_inferred_view_by_view(toy, all_rows):
+    # by hand: each anchor inferred from its own view alone, fit_misfit on the pairs, in the shared dimensions
+    mad = copy.deepcopy(all_rows)
+    dims = mad.shared_dims("Y1", "Y2")
+    anchors = toy.anchors_between("Y1", "Y2")
+    inferred = [np.asarray(z)[:, dims] for view, index in (("Y1", anchors.index_a), ("Y2", anchors.index_b))
+                for z in mad.model_.infer(view, toy.views[view][index], max_iter=500)]
+    expected = ba.matching.fit_misfit(*inferred)
+    misfit = mad.cross_view_misfit("Y2", "Y1")  # either order: one misfit per pair of views
+    assert misfit is mad.misfit_[("Y1", "Y2")] and misfit.pairs == len(anchors)
+    np.testing.assert_allclose(misfit.covariance, expected.covariance, rtol=1e-8, atol=1e-12)
+    # align, cost_matrix and the probabilities all compare the posteriors with it added
+    al = mad.align()
+    assert al.info["misfit"] is True
+    rows_a, rows_b, C = mad.cost_matrix()
+    _, mean_a, var_a = mad.posteriors_["Y1"]
+    _, mean_b, var_b = mad.posteriors_["Y2"]
+    keep_a, keep_b = np.isin(mad.posteriors_["Y1"][0], rows_a), np.isin(mad.posteriors_["Y2"][0], rows_b)
+    by_hand = ba.matching.likelihood_cost(*misfit.apply(mean_a[keep_a][:, dims], var_a[keep_a][:, dims]),
+                                          *misfit.apply(mean_b[keep_b][:, dims], var_b[keep_b][:, dims]))
+    np.testing.assert_allclose(C, by_hand, rtol=1e-12)
+    where = {r: i for i, r in enumerate(rows_a)}, {r: j for j, r in enumerate(rows_b)}
+    np.testing.assert_allclose(al.costs, [C[where[0][i], where[1][j]] for i, j in zip(al.index_a, al.index_b)],
+                               rtol=1e-9)
+    # the streaming matcher compares an arriving row the same way
+    mad.reset_stream()
+    row = int(rows_b[0])
+    matched, cost = mad.match_one(toy.views["Y2"][row])
+    mean, var = mad.model_.infer("Y2", toy.views["Y2"][row][None], progress=False)
+    streamed = ba.matching.likelihood_cost(*misfit.apply(mean_a[keep_a][:, dims], var_a[keep_a][:, dims]),
+                                           *misfit.apply(np.asarray(mean)[:, dims], np.asarray(var)[:, dims]))
+    assert cost == pytest.approx(streamed.min(), rel=1e-9)
+    # without it (misfit=None, the cost of before) the costs are the posterior variances' alone
+    plain = copy.deepcopy(all_rows).set_params(misfit=None)
+    plain._forget_derived()
+    _, _, C0 = plain.cost_matrix()
+    np.testing.assert_allclose(C0, ba.matching.likelihood_cost(mean_a[keep_a][:, dims], var_a[keep_a][:, dims],
+                                                               mean_b[keep_b][:, dims], var_b[keep_b][:, dims]))
+    assert plain.align().info["misfit"] is False and plain.misfit_ == {}
+    # the mean cost has no variances: no misfit
+    assert mad.align(cost="mean").info["misfit"] is False
+
+
+def test_too_few_anchors_for_a_cross_view_misfit_warn_and_leave_the_variances_alone():
+    problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=6).shuffle_unaligned(seed=0)
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, temperature="posterior",
+                 mrd_options={"max_iter": 100}).fit(problem)
+    with pytest.warns(RuntimeWarning, match="cross-view misfit"):
+        al = mad.align()
+    assert mad.misfit_ == {("Y1", "Y2"): None} and al.info["misfit"] is False
+
+
+def test_a_bad_misfit_option_is_refused(toy):
+    with pytest.raises(ValueError, match="misfit must be one of"):
+        ba.MAD(misfit="posterior").fit(toy)
+
+
+def test_the_svi_engine_matches_on_the_posterior_variances_alone_by_default(toy):
+    mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, engine="svi", temperature="posterior",
+                 svi_options={"max_epochs": 20}).fit(toy)
+    assert mad.align().info["misfit"] is False and mad.misfit_ == {}

@@ -75,3 +75,22 @@ def test_a_file_from_before_shared_by_loads_with_the_relevance_rule(fitted, tmp_
     assert loaded.shared_by_ == "relevance" and loaded.resolution_ is None
     assert {k: v.tolist() for k, v in loaded.shared_dims_.items()} == {k: v.tolist() for k, v in
                                                                        mad.shared_dims_.items()}
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_file_from_before_the_cross_view_misfit_loads_without_it(fitted, tmp_path):
+    """Files written before MAD(misfit=...) matched on the posterior variances alone, and load that way."""
+    import json
+
+    problem, mad = fitted
+    path, old = tmp_path / "mad.npz", tmp_path / "old.npz"
+    mad.save(path)
+    assert ba.MAD.load(path).misfit == "auto"
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    del meta["params"]["misfit"]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(old, **arrays)
+    loaded = ba.MAD.load(old)
+    assert loaded.misfit is None and loaded.align().info["misfit"] is False

@@ -683,3 +683,100 @@ def test_warm_start_of_another_problem_is_refused_by_name():
         m.sinkhorn(cost, 1.0, warm_start=(np.zeros(6), np.zeros(6)))
     with pytest.raises(ValueError, match="finite potentials and a positive temperature"):
         m.sinkhorn(cost, 1.0, warm_start=(np.zeros(6), np.zeros(6), -1.0))
+
+
+# ------------------------------------------------------------------------------------------
+# The cross-view misfit added to the likelihood cost
+# ------------------------------------------------------------------------------------------
+def _misfit_pairs(n, covariance, seed=0):
+    """n known pairs: posterior means of one point from two views, differing by N(0, diag(s_a + s_b) + covariance)
+    with per-row variances s drawn in [0.01, 0.1]."""
+    rng = np.random.default_rng(seed)
+    q = len(covariance)
+    x = rng.normal(size=(n, q))
+    var_a, var_b = rng.uniform(0.01, 0.1, size=(n, q)), rng.uniform(0.01, 0.1, size=(n, q))
+    shift = rng.multivariate_normal(np.zeros(q), covariance, size=n) if np.any(covariance) else 0.0
+    mean_a = x + shift + rng.normal(size=(n, q)) * np.sqrt(var_a)
+    mean_b = x + rng.normal(size=(n, q)) * np.sqrt(var_b)
+    return mean_a, var_a, mean_b, var_b
+
+
+def test_fit_misfit_recovers_the_excess_covariance_by_monte_carlo():
+    # 20,000 pairs: each moment's Monte Carlo sd is about sqrt(2 / n) * 0.5 = 0.005, so 0.03 is six of them
+    truth = np.array([[0.5, 0.2, 0.0], [0.2, 0.3, -0.1], [0.0, -0.1, 0.2]])
+    mis = m.fit_misfit(*_misfit_pairs(20_000, truth))
+    np.testing.assert_allclose(mis.covariance, truth, atol=0.03)
+    assert mis.shrinkage == 0.0 and mis.pairs == 20_000
+    V = mis.basis  # orthonormal, diagonalising the average pair's covariance; `added` is the misfit's diagonal there
+    np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(mis.added, np.diag(V.T @ mis.covariance @ V), atol=1e-12)
+
+
+def test_fit_misfit_of_agreeing_views_is_about_zero():
+    # well specified (the means differ by their posterior noise alone): what is left is Monte Carlo error
+    # (the variances are 0.02-0.2 per pair, 20,000 pairs: a moment's sd about 0.002)
+    ma, va, mb, vb = _misfit_pairs(20_000, np.zeros((3, 3)))
+    mis = m.fit_misfit(ma, va, mb, vb)
+    assert np.abs(mis.covariance).max() < 0.01
+    # with no misfit the basis is the coordinate axes and the cost is the plain likelihood cost
+    exact = m.fit_misfit(ma, va, ma + 1e-3 * np.sqrt(va + va), va)  # the pairs agree to within their variances
+    np.testing.assert_allclose(exact.covariance, 0.0, atol=1e-12)
+    assert sorted(np.argmax(np.abs(exact.basis), 0).tolist()) == [0, 1, 2]  # the axes, up to order and sign
+    np.testing.assert_allclose(np.abs(exact.basis).max(0), 1.0, atol=1e-12)
+    a, sa, b, sb = _misfit_pairs(20, np.zeros((3, 3)), seed=1)
+    np.testing.assert_allclose(m.likelihood_cost(*exact.apply(a, sa), *exact.apply(b, sb)),
+                               m.likelihood_cost(a, sa, b, sb), rtol=1e-12)
+
+
+def test_the_cost_with_misfit_is_the_gaussian_likelihood_of_the_difference():
+    # brute force with scipy, where the diagonal form is exact: -log N(mu_i - mu_j; 0, diag(s_i + s_j) + Sigma_tau)
+    # for every pair (1) whose variances are the known pairs' average (anisotropic), and (2) whose variances are
+    # equal across dimensions, when the known pairs' are too
+    from scipy.stats import multivariate_normal
+
+    rng = np.random.default_rng(3)
+    truth = np.array([[0.4, 0.25], [0.25, 0.3]])
+    a, b = rng.normal(size=(6, 2)), rng.normal(size=(5, 2))
+
+    def brute(sa, sb, covariance):
+        return np.array([[-multivariate_normal(np.zeros(2), np.diag(sa[i] + sb[j]) + covariance).logpdf(a[i] - b[j])
+                          for j in range(5)] for i in range(6)])
+
+    pairs = _misfit_pairs(500, truth)
+    mis = m.fit_misfit(*pairs)
+    half = 0.5 * (pairs[1] + pairs[3]).mean(0)  # each side half the average pair's variances
+    sa, sb = np.tile(half, (6, 1)), np.tile(half, (5, 1))
+    np.testing.assert_allclose(m.likelihood_cost(*mis.apply(a, sa), *mis.apply(b, sb)),
+                               brute(sa, sb, mis.covariance), rtol=1e-10)
+    iso = m.fit_misfit(pairs[0], np.full_like(pairs[1], 0.05), pairs[2], np.full_like(pairs[3], 0.03))
+    sa, sb = np.repeat(rng.uniform(0.01, 0.2, (6, 1)), 2, 1), np.repeat(rng.uniform(0.01, 0.2, (5, 1)), 2, 1)
+    np.testing.assert_allclose(m.likelihood_cost(*iso.apply(a, sa), *iso.apply(b, sb)),
+                               brute(sa, sb, iso.covariance), rtol=1e-10)
+
+
+def test_fit_misfit_shrinkage_moves_the_moments_toward_their_diagonal():
+    pairs = _misfit_pairs(300, np.full((3, 3), 0.3) + np.diag([0.2, 0.1, 0.3]))
+    plain, diagonal, half = (m.fit_misfit(*pairs, shrinkage=lam) for lam in (0.0, 1.0, 0.5))
+    d = pairs[0] - pairs[2]
+    excess = d.T @ d / len(d) - np.diag((pairs[1] + pairs[3]).mean(0))
+    w, V = np.linalg.eigh(excess)  # the plain moments' excess, projected onto the PSD cone by hand
+    np.testing.assert_allclose(plain.covariance, (V * np.maximum(w, 0)) @ V.T, atol=1e-12)
+    np.testing.assert_allclose(diagonal.covariance, np.diag(np.maximum(np.diag(excess), 0)), atol=1e-12)
+    off = ~np.eye(3, dtype=bool)
+    np.testing.assert_allclose(half.covariance[off], 0.5 * excess[off], atol=1e-12)  # PSD here: no projection
+    assert np.linalg.eigvalsh(plain.covariance).min() > -1e-12 and plain.shrinkage == 0.0
+
+
+def test_fit_misfit_refuses_bad_input():
+    ma, va, mb, vb = _misfit_pairs(10, np.eye(2))
+    with pytest.raises(ValueError, match="shapes do not agree"):
+        m.fit_misfit(ma, va, mb[:9], vb[:9])
+    with pytest.raises(ValueError, match="at least 2"):
+        m.fit_misfit(ma[:1], va[:1], mb[:1], vb[:1])
+    with pytest.raises(ValueError, match="non-finite"):
+        m.fit_misfit(np.where(np.eye(10, 2) > 0, np.nan, ma), va, mb, vb)
+    with pytest.raises(ValueError, match="shrinkage"):
+        m.fit_misfit(ma, va, mb, vb, shrinkage=1.5)
+    mis = m.fit_misfit(ma, va, mb, vb)
+    with pytest.raises(ValueError, match="over 2 dimensions"):
+        mis.apply(ma[:, :1], va[:, :1])

@@ -15,6 +15,8 @@
 ``pairwise_costs``         dense (n_a, n_b) Euclidean / squared-Euclidean costs between points
 ``mean_distance_cost``     MAD's D**: squared distances between posterior means
 ``likelihood_cost``        match negative log-likelihood of two Gaussian posteriors
+``fit_misfit``             how far two views put the same point beyond their posterior variances,
+                           estimated on known pairs (the likelihood cost then adds it)
 ``match``                  match two views of a LatentEmbedding (every method's last step)
 =========================  ==================================================================
 
@@ -27,6 +29,8 @@ costs ``L / 2``, so a pair costlier than ``L`` is never worth making.
 from .assignment import DEFAULT_VIEWS, DENSE_LIMIT, assign, linear_assignment, myopic_assignment, sparse_assignment
 from .costs import (
     METRICS,
+    CrossViewMisfit,
+    fit_misfit,
     knn_edges,
     likelihood_cost,
     mean_distance_cost,
@@ -57,7 +61,8 @@ from .matcher import (
     sinkhorn_probabilities,
 )
 
-__all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "PerturbAndMapResult", "SinkhornResult",
+__all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "CrossViewMisfit", "PerturbAndMapResult",
+           "SinkhornResult", "fit_misfit",
            "assign", "candidate_rows", "gromov_wasserstein_coupling", "knn_edges", "likelihood_cost",
            "linear_assignment", "marginal_assignment", "match", "mean_distance_cost", "mutual_nearest",
            "myopic_assignment", "nearest_cost_temperature", "pair_costs", "pairwise_costs", "perturb_and_map",
