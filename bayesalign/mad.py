@@ -13,9 +13,10 @@ The estimator only (the model is :class:`bayesalign.gp.MRD`, the costs and solve
 2. compare the two sets of posteriors in the latent dimensions that the ARD relevance weights
    mark as shared by both views (section 3.1, :func:`bayesalign.gp.shared_dimensions`) with a cost -- the
    paper's D** (squared distance between the means) or the match likelihood of the whole
-   posteriors (beyond the paper) -- and match (:func:`bayesalign.matching.match`): Hungarian
-   (nonmyopic), the myopic online rule (:meth:`MAD.match_one` streams it), or the
-   expected-accuracy matching under Sinkhorn or perturb-and-MAP marginals.
+   posteriors, with the two views' misfit learned on the anchors added (beyond the paper) -- and
+   match (:func:`bayesalign.matching.match`): Hungarian (nonmyopic), the myopic online rule
+   (:meth:`MAD.match_one` streams it), or the expected-accuracy matching under Sinkhorn or
+   perturb-and-MAP marginals.
 
 Beyond the paper (its section 5 "future work"): match probabilities on every alignment,
 learning from every row from several starts, the highest bound kept (``MAD(starts=...)``),
@@ -215,9 +216,9 @@ class MAD(BaseEstimator):
     which uses the whole posterior (the paper's future work, section 5). The expected
     squared distance E||x_i - x_j||^2 is *not* offered: it only adds row and column
     constants to D** and changes no assignment. The posterior variances say how well a view pins
-    its own rows down, not how far apart the two views put the same point; by default
-    (``misfit="anchors"``) the likelihood cost adds that cross-view misfit, estimated on the anchor
-    pairs inferred again view by view: ``-log N(mu_i - mu_j; 0, S_i + S_j + Sigma_tau)``
+    its own rows down, not how far apart the two views put the same point; by default (``misfit``,
+    on the collapsed engine) the likelihood cost adds that cross-view misfit Sigma_tau, estimated on
+    the anchor pairs inferred again view by view: ``-log N(mu_i - mu_j; 0, S_i + S_j + Sigma_tau)``
     (:func:`bayesalign.matching.fit_misfit`, :meth:`cross_view_misfit`).
 
     Matchers (:meth:`align`): ``"hungarian"`` (the paper's nonmyopic optimal assignment),
@@ -279,9 +280,10 @@ class MAD(BaseEstimator):
         posterior variances in the shared dimensions, which makes exp(-D**/T) the likelihood of
         the same model with every variance equal to its mean. The posterior variances measure
         how well each view pins its own rows down, not how far apart the two views put the same
-        point, so these probabilities are overconfident wherever the views' latent spaces
-        disagree (the shipped real pairs' calibration at both: benchmarks/RESULTS.md,
-        "Calibration"). Self-training always uses the posterior temperature. A number: that T.
+        point, so without the cross-view misfit (``misfit``) these probabilities are overconfident
+        wherever the views' latent spaces disagree (the shipped real pairs' calibration at both:
+        benchmarks/RESULTS.md, "Calibration"; with the misfit the fitted T is close to 1 on the mfeat
+        pairs, "Cross-view misfit"). Self-training always uses the posterior temperature. A number: that T.
     infer_max_iter : int
         Bound evaluations of ``MRD.infer`` for the unaligned rows (the main cost at large N*).
     seed : int, optional
@@ -1367,7 +1369,7 @@ class MAD(BaseEstimator):
     def _candidates(self, a, b, cost=None):
         """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors in the
         shared dimensions, as ``cost`` (default ``self.cost``) compares them: with the likelihood cost and a
-        cross-view misfit, rotated to its eigenbasis with the misfit added (:meth:`CrossViewMisfit.apply`)."""
+        cross-view misfit, in the misfit's basis with the misfit added (:meth:`CrossViewMisfit.apply`)."""
         rows_a, ma, va, rows_b, mb, vb, dims = self._shared_posteriors(a, b)
         misfit = self._misfit_for(a, b, cost)
         if misfit is not None:
@@ -1395,8 +1397,8 @@ class MAD(BaseEstimator):
         q_b(x_t) from y_t of b alone (``MRD.infer``, the fitted model fixed), as if unaligned; in the
         shared dimensions their means differ by more than S_i + S_t allows wherever the two views'
         mappings, learned from finitely many rows, do not invert to the same point. The covariance of
-        that excess, Sigma_tau (:func:`bayesalign.matching.fit_misfit`: moments, shrunk toward the
-        diagonal, the posterior variances subtracted, projected onto the positive semi-definite cone),
+        that excess, Sigma_tau (:func:`bayesalign.matching.fit_misfit`: the second moments of the
+        differences less the mean posterior variances, projected onto the positive semi-definite cone),
         is what the likelihood cost adds: ``-log N(mu_i - mu_j; 0, S_i + S_j + Sigma_tau)``. It also
         weighs the shared dimensions by how well the two views agree on them, where the resolution
         rule only says that each view alone resolves them. The anchors shaped the model, so Sigma_tau
@@ -1406,6 +1408,7 @@ class MAD(BaseEstimator):
         self._check_fitted()
         a, b = self._pair(a, b)
         key = (a, b) if (a, b) in self.shared_dims_ else (b, a)
+        self._shared_posteriors(*key)  # raises, naming the rule, when the views share no dimension
         if key not in self.misfit_:
             anchors = self.problem_.anchors_between(*key)
             if len(anchors) < MIN_CALIBRATION_PAIRS:
@@ -1613,7 +1616,7 @@ class MAD(BaseEstimator):
     def _match_embedding(self, a, b, cost):
         """(embedding, dims) that :func:`~bayesalign.matching.match` compares a and b in: ``embedding_`` and the
         shared dimensions, or, with a cross-view misfit, every row's shared coordinates in the misfit's
-        eigenbasis with the misfit added to the variances (as :meth:`_candidates`)."""
+        basis with the misfit added to the variances (as :meth:`_candidates`)."""
         dims = self.shared_dims(a, b)
         misfit = self._misfit_for(a, b, cost)
         if misfit is None:
