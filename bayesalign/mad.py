@@ -266,9 +266,8 @@ class MAD(BaseEstimator):
         (:meth:`cross_view_misfit`, at the first use; with fewer than ``MIN_CALIBRATION_PAIRS`` anchor
         pairs a RuntimeWarning and none). None: the posterior variances alone (the cost before
         2026-11-25; the comparison: benchmarks/RESULTS.md, "Cross-view misfit"). ``"auto"`` (default):
-        ``"anchors"`` on the collapsed engine, None with ``engine="svi"`` (on the linear toy of
-        ``tests/test_mad_all_rows.py``, 300 epochs, its misfit was near 0 and still cost accuracy: 0.89 ->
-        0.84 complete, 0.89 -> 0.87 with 20% of the entries missing; not measured on real pairs).
+        ``"anchors"`` on the collapsed engine, None with ``engine="svi"`` (where it cost accuracy on the
+        linear toy and was not measured on real pairs: benchmarks/RESULTS.md, "Cross-view misfit").
         The mean cost has no variances and ignores it. ``misfit_`` records what was used.
     temperature : {"anchors", "posterior"} or float
         T of the probabilities ``exp(-cost / T)``. ``"anchors"`` (default): T fitted on the

@@ -239,8 +239,7 @@ def fit_misfit(mean_a, var_a, mean_b, var_b, shrinkage: float = 0.0) -> CrossVie
     :math:`\lambda` = ``shrinkage`` the weight of the diagonal target (0: the plain moments; 1: no
     correlations between dimensions). The total :math:`\operatorname{diag}(s^a_i + s^b_t) +
     \Sigma_\tau` stays positive definite with fewer pairs than dimensions (the posterior variances are).
-    MAD uses 0: on the shipped real pairs the full moments ranked the true partners best, although a
-    held-out Gaussian likelihood of the anchors' differences preferred 0.4-0.7 (benchmarks/RESULTS.md,
+    MAD uses 0, which ranked the true partners of the shipped real pairs best (benchmarks/RESULTS.md,
     "Cross-view misfit"). Needs at least 2 pairs.
 
     Examples

@@ -785,12 +785,11 @@ class StochasticMRD(BaseEstimator):
         mean square 1, so a locally quadratic objective has its optimum exactly), maximised by
         L-BFGS (strong Wolfe line search) from the fitted q(x) of the view's nearest training row
         (mean squared difference over the entries both rows observe, :func:`_nearest_observed_rows`), as
-        the collapsed engine's ``MRD.infer`` starts. (From the prior, as before 2026-11-25, a row could stop in
-        another mode: on MAD's toy with 20% of the entries missing, anchor pairs inferred view by view differed by
-        1.5 times the points' spread.) p(x) is N(0, I) for the "normal" and "gp"
-        priors (the GP prior's marginal) and the per-entity distribution otherwise (a callable prior
-        is evaluated at entity index 0). Dimensions the view ignores stay at the prior. Rows are
-        independent given the model: their objectives add.
+        the collapsed engine's ``MRD.infer`` starts (from the prior, as before 2026-11-25, a row with missing
+        entries could stop in another mode: benchmarks/RESULTS.md, "Inferring a holed row"). p(x) is N(0, I)
+        for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution otherwise
+        (a callable prior is evaluated at entity index 0). Dimensions the view ignores stay where they start.
+        Rows are independent given the model: their objectives add.
         """
         self._check_fitted()
         v = self._view_index(view)
