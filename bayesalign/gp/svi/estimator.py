@@ -788,8 +788,8 @@ class StochasticMRD(BaseEstimator):
         the collapsed engine's ``MRD.infer`` starts (from the prior, as before 2026-11-25, a row with missing
         entries could stop in another mode: benchmarks/RESULTS.md, "Inferring a holed row"). p(x) is N(0, I)
         for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution otherwise
-        (a callable prior is evaluated at entity index 0). Dimensions the view ignores stay where they start.
-        Rows are independent given the model: their objectives add.
+        (a callable prior is evaluated at entity index 0). Dimensions the view ignores go to the prior (only
+        the KL acts on them). Rows are independent given the model: their objectives add.
         """
         self._check_fitted()
         v = self._view_index(view)
