@@ -306,3 +306,22 @@ def test_infer_on_cuda_matches_cpu(sampled):
     assert mean_gpu.device.type == "cuda"
     np.testing.assert_allclose(mean_gpu.cpu().numpy(), mean.numpy(), atol=1e-6)
     np.testing.assert_allclose(var_gpu.cpu().numpy(), var.numpy(), rtol=1e-5)
+
+
+def test_nearest_observed_rows_is_the_brute_force_over_co_observed_entries():
+    from bayesalign.gp.inference import nearest_observed_rows
+
+    rng = np.random.default_rng(0)
+    train, Y = torch.as_tensor(rng.normal(size=(40, 6))), torch.as_tensor(rng.normal(size=(9, 6)))
+    train[rng.random(train.shape) < 0.3] = float("nan")
+    Y[rng.random(Y.shape) < 0.3] = float("nan")
+    expected = []
+    for y in Y.numpy():
+        both = ~np.isnan(y) & ~np.isnan(train.numpy())  # [40, 6]
+        sq = np.where(both, (y - np.nan_to_num(train.numpy())) ** 2, 0.0).sum(1)
+        expected.append(np.argmin(np.where(both.any(1), sq / np.maximum(both.sum(1), 1), np.inf)))
+    for block in (1 << 22, 40, 1):  # one block, one row of Y per block, and the smallest
+        assert nearest_observed_rows(Y, train, block_entries=block).tolist() == expected
+    complete = torch.as_tensor(rng.normal(size=(40, 6)))  # no NaN: the Euclidean nearest row
+    assert nearest_observed_rows(torch.nan_to_num(Y), complete).tolist() == \
+        torch.cdist(torch.nan_to_num(Y), complete).argmin(1).tolist()

@@ -53,7 +53,7 @@ from .functions.rbf_psi2 import pair_features, pairs_of_gradient, psi2_coefficie
 from .kernels import _kernel_terms, _rbf_parts
 from .psi import psi_statistics, rbf_psi1
 
-__all__ = ["infer_latent", "minimize_rows"]
+__all__ = ["infer_latent", "minimize_rows", "nearest_observed_rows"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: Per-row gradient (sup norm) at which a row has converged whatever ``tol`` says.
@@ -428,6 +428,27 @@ def _nearest_rows(Y: torch.Tensor, train: torch.Tensor, chunk_size: int) -> torc
     """Index of the nearest training row (Euclidean) for each row of Y [n]; memory [chunk, N]."""
     return torch.cat([torch.cdist(Y[s:s + chunk_size], train).argmin(1)
                       for s in range(0, Y.shape[0], chunk_size)])
+
+
+def nearest_observed_rows(Y: torch.Tensor, train: torch.Tensor, block_entries: int = 1 << 22) -> torch.Tensor:
+    """Index of the nearest row of ``train`` [N, D] for each row of ``Y`` [n, D], NaN marking a missing entry: the
+    mean squared difference over the entries both rows observe (a pair that shares none is farthest). Without NaN
+    this is the Euclidean nearest row (:func:`_nearest_rows`). Rows of Y in blocks of ``block_entries`` / N, so
+    memory stays [block, N]; the sums over co-observed entries are matrix products of zero-filled copies."""
+    chunk = max(1, block_entries // max(train.shape[0], 1))
+    if not (bool(torch.isnan(Y).any()) or bool(torch.isnan(train).any())):
+        return _nearest_rows(Y, train, chunk)
+    mt = (~torch.isnan(train)).to(Y.dtype)  # [N, D]
+    t = torch.nan_to_num(train)
+    out = []
+    for s in range(0, Y.shape[0], chunk):
+        block = Y[s:s + chunk]
+        my, y = (~torch.isnan(block)).to(Y.dtype), torch.nan_to_num(block)  # [b, D]
+        squares = (y * y) @ mt.T + my @ (t * t).T - 2.0 * y @ t.T  # [b, N]: sums over co-observed entries
+        shared = my @ mt.T
+        distance = torch.where(shared > 0, squares / shared.clamp_min(1.0), torch.full_like(squares, float("inf")))
+        out.append(distance.argmin(1))
+    return torch.cat(out)
 
 
 def infer_latent(module, view: int, Y: torch.Tensor, *, max_iter: int = 500, tol: float = 1e-10,

@@ -25,6 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
 from ...data.views import check_view
+from ..inference import nearest_observed_rows
 from ..initialisation import check_observed, complete_views, entity_means_from_embedding, init_latent
 from ..kernels import (
     ard_relevance,
@@ -72,18 +73,6 @@ def _views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
         names.append(name)
         arrays.append(np.array(check_view(a, name, allow_missing=True)))  # a writable float64 copy
     return names, arrays
-
-
-def _nearest_observed_rows(Y: torch.Tensor, train: torch.Tensor) -> torch.Tensor:
-    """Index of the nearest row of ``train`` [N, D] for each row of ``Y`` [n, D] (NaN: missing): the mean squared
-    difference over the entries both observe (a pair that shares none is farthest). Matrix products over
-    zero-filled copies, so memory stays [n, N]."""
-    my, mt = (~torch.isnan(Y)).to(Y.dtype), (~torch.isnan(train)).to(Y.dtype)  # [n, D], [N, D]
-    y, t = torch.nan_to_num(Y), torch.nan_to_num(train)
-    squares = (y * y) @ mt.T + my @ (t * t).T - 2.0 * y @ t.T  # [n, N]: sum over co-observed entries
-    shared = my @ mt.T
-    distance = torch.where(shared > 0, squares / shared.clamp_min(1.0), torch.full_like(squares, float("inf")))
-    return torch.argmin(distance, dim=1)
 
 
 class StochasticMRD(BaseEstimator):
@@ -784,9 +773,10 @@ class StochasticMRD(BaseEstimator):
         (sample-average approximation; eps is moment-matched per row and dimension, sample mean 0 and
         mean square 1, so a locally quadratic objective has its optimum exactly), maximised by
         L-BFGS (strong Wolfe line search) from the fitted q(x) of the view's nearest training row
-        (mean squared difference over the entries both rows observe, :func:`_nearest_observed_rows`), as
-        the collapsed engine's ``MRD.infer`` starts (from the prior, as before 2026-11-25, a row with missing
-        entries could stop in another mode: benchmarks/RESULTS.md, "Inferring a holed row"). p(x) is N(0, I)
+        (mean squared difference over the entries both rows observe,
+        :func:`~bayesalign.gp.inference.nearest_observed_rows`), as the collapsed engine's ``MRD.infer``
+        starts (from the prior, as before 2026-11-25, a row with missing entries could stop in another mode:
+        benchmarks/RESULTS.md, "Inferring a holed row"). p(x) is N(0, I)
         for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution otherwise
         (a callable prior is evaluated at entity index 0). Dimensions the view ignores go to the prior (only
         the KL acts on them). Rows are independent given the model: their objectives add.
@@ -816,7 +806,7 @@ class StochasticMRD(BaseEstimator):
         entity = torch.arange(train.shape[0], device=like.device)
         if rows is not None:
             entity = torch.nonzero(rows >= 0).reshape(-1)[torch.argsort(rows[rows >= 0])]  # the entity of each row
-        start = entity[_nearest_observed_rows(y, train)]  # [n]
+        start = entity[nearest_observed_rows(y, train)]  # [n]
         mean = model.q_x.mean.detach()[start].clone().requires_grad_(True)
         log_var = model.q_x.variance.detach()[start].log().clone().requires_grad_(True)
         prior = model.prior_of(torch.zeros(n, dtype=torch.long, device=like.device))
