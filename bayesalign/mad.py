@@ -90,6 +90,10 @@ MISFITS = ("auto", "anchors", None)
 #: ``max_iter``): at 300 of 1,000 evaluations the start ahead is the one the full race keeps on most pairs, and
 #: three full fits made 10 latent dimensions miss the 3 minutes at 2,000 rows (benchmarks/RESULTS.md).
 RACE_FRACTION = 0.3
+#: Fraction of MRD's ``max_iter`` a correspondence round's refit gets (at ``num_inducing``, from the current q(X)
+#: means): a whole budget per round made one round miss the 3 minutes at 2,000 rows, and on mfeat fou-pix the
+#: refit stopped on its tolerance before half of it (benchmarks/RESULTS.md).
+ROUND_FRACTION = 0.3
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
 #: Unsupervised initialisers the all-rows model tries without anchors, their candidates compared by the bound.
@@ -316,14 +320,18 @@ class MAD(BaseEstimator):
         (``training="all_rows"`` only; ``svi_options`` are keywords of ``StochasticMRD``).
     svi_options : dict, optional
         Keywords of :class:`bayesalign.gp.StochasticMRD` (e.g. ``max_epochs``, ``likelihood``).
-    correspondence_rounds : int
+    correspondence_rounds : int or "auto"
         Rounds of soft correspondence after the fit (``training="all_rows"``, given anchors):
         each joins every unaligned row to its most probable partners in the other views by
         graph-prior edges weighted by the match probabilities and refits; a round is kept only if
         the anchor pairs, inferred again from one view at a time, align better under it (see
         :meth:`_refine_correspondences`; judged on the first two views). Each round costs one fit.
-        0: off. Self-training (``fit(self_training=True)``) runs after the rounds and refits without
-        their edges, from the kept start (``start_``).
+        0: off. "auto" (default): one round where it can be judged and costs one collapsed fit
+        (collapsed engine, all rows, ``graph_strength > 0``, at least ``MIN_CALIBRATION_PAIRS``
+        anchor pairs between the first two views), none otherwise, silently;
+        ``correspondence_rounds_`` records the number a fit used. Self-training
+        (``fit(self_training=True)``) runs after the rounds and refits without their edges, from
+        the kept start (``start_``).
     correspondence_neighbors : int
         Partners per row (each way) that a round joins it to.
     starts : sequence of {"joint_laplacian", "pca", "cca"}, optional
@@ -433,7 +441,8 @@ class MAD(BaseEstimator):
                  seed=None, device=None, progress: bool = False, mrd_options: dict | None = None,
                  training: str = "all_rows", standardize: bool = False, latent_prior: str = "graph",
                  graph_strength: float = 10.0, n_neighbors: int = 10, engine: str = "collapsed",
-                 svi_options: dict | None = None, correspondence_rounds: int = 0, correspondence_neighbors: int = 5,
+                 svi_options: dict | None = None, correspondence_rounds: int | str = "auto",
+                 correspondence_neighbors: int = 5,
                  starts=None, start_inducing: int | None = 30, shared_by: str = "auto", min_resolution: float = 1.0,
                  misfit: str | None = "auto", **mrd_kwargs):
         self.latent_dim = latent_dim
@@ -511,11 +520,14 @@ class MAD(BaseEstimator):
                             f"{type(self.svi_options).__name__}")
         for name in ("correspondence_rounds", "correspondence_neighbors"):
             value = getattr(self, name)
+            if name == "correspondence_rounds" and isinstance(value, str) and value == "auto":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0 \
                     or (name == "correspondence_neighbors" and value < 1):
-                raise ValueError(f"{name} must be a {'non-negative' if name.endswith('rounds') else 'positive'} "
-                                 f"integer, got {value!r}")
-        if self.correspondence_rounds and self.training != "all_rows":
+                kind = "a non-negative integer or 'auto'" if name.endswith("rounds") else "a positive integer"
+                raise ValueError(f"{name} must be {kind}, got {value!r}")
+        explicit_rounds = self.correspondence_rounds != "auto" and self.correspondence_rounds > 0
+        if explicit_rounds and self.training != "all_rows":
             raise ValueError("correspondence_rounds needs training='all_rows': the soft correspondences join "
                              "unaligned rows, which the paper's anchors-only model does not contain")
         if self.starts is not None:
@@ -537,7 +549,7 @@ class MAD(BaseEstimator):
             value = self.start_inducing
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"start_inducing must be a positive integer or None, got {value!r}")
-        if self.correspondence_rounds and not float(self.graph_strength) > 0:
+        if explicit_rounds and not float(self.graph_strength) > 0:
             raise ValueError("correspondence_rounds needs graph_strength > 0: the soft correspondences enter the "
                              "fit as edges of the graph prior, weighted by graph_strength")
 
@@ -618,7 +630,7 @@ class MAD(BaseEstimator):
         self.problem_ = problem
         self.discovered_ = {}
         self.self_training_history_ = []
-        self.correspondence_history_ = []
+        self.correspondence_history_, self.correspondence_rounds_ = [], 0
         self.bootstrap_ = None
         self.start_, self.starts_ = None, []
         self._fit_prior = self.latent_prior  # N(0, I) where bootstrap candidates are compared (_fit_bootstrapped)
@@ -636,7 +648,8 @@ class MAD(BaseEstimator):
             return self
         self.anchors_ = groups
         self._fit_model(problem)
-        if self.correspondence_rounds:
+        self.correspondence_rounds_ = self._rounds(problem)
+        if self.correspondence_rounds_:
             self._refine_correspondences(problem)
         if self_training:
             self.self_train(confidence_threshold, max_rounds)
@@ -831,6 +844,8 @@ class MAD(BaseEstimator):
             race = (self.start_inducing is not None and int(self.start_inducing) < M and
                     isinstance(options["init"], tuple) and len(options["init"]) > 1)
             budget = int(options.get("max_iter", MRD().max_iter))
+            if extra_edges is not None and start_embedding is not None:  # a correspondence round: part of the budget
+                budget = options["max_iter"] = max(int(ROUND_FRACTION * budget), 1)
             if race:  # each start for a fraction of the budget: the kept one goes on alone
                 options["max_iter"] = max(int(RACE_FRACTION * budget), 1)
             self.model_ = MRD(latent_dim=Q, num_inducing=int(self.start_inducing) if race else M, kernel=self.kernel,
@@ -880,11 +895,13 @@ class MAD(BaseEstimator):
         kept = labels[best].split(" (jitter")[0]
         self.start_ = named.get(kept, kept)
 
-    def _correspondence_edges(self, n_entities: int, rows: dict) -> tuple:
+    def _correspondence_edges(self, n_entities: int, rows: dict, edges: bool = True) -> tuple:
         """Soft correspondences as graph weights: the ``correspondence_neighbors`` most probable partners of
         every unaligned row (each way) under the Sinkhorn match marginals P at the posterior temperature,
         weighted by P; for every pair of views that shares a latent dimension. Returns the sparse
-        (n_entities, n_entities) symmetric weights and the Hungarian pairs of the first two views."""
+        (n_entities, n_entities) symmetric weights (None with ``edges=False``: after the last round, where
+        only the pairs are needed, and the Sinkhorn solve at T = 1 is the slow part) and the Hungarian pairs
+        of the first two views."""
         import scipy.sparse as sp
 
         names = self.problem_.views.names
@@ -893,9 +910,14 @@ class MAD(BaseEstimator):
         pairs = None
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                if len(self.shared_dims(a, b)) == 0:
+                if len(self.shared_dims(a, b)) == 0 or (not edges and pairs is not None):
                     continue
                 rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
+                if pairs is None:  # the optimal assignment (Hungarian) of the first two views, as align() finds it
+                    found = posterior_assignment(self.cost, ma, va, mb, vb)
+                    pairs = set(zip(rows_a[found.index_a].tolist(), rows_b[found.index_b].tolist()))
+                if not edges:
+                    continue
                 P = posterior_marginals(self.cost, ma, va, mb, vb, posterior_temperature(self.cost, va, vb))
                 entity_a, entity_b = rows[a][rows_a], rows[b][rows_b]  # the entity of each candidate row
                 for M, heads_of, tails_of in ((P, entity_a, entity_b), (P.T.tocsr(), entity_b, entity_a)):
@@ -903,10 +925,17 @@ class MAD(BaseEstimator):
                     W = sp.coo_matrix((mass, (heads_of[heads], tails_of[tails])),
                                       shape=(n_entities, n_entities)).tocsr()
                     weights = weights.maximum(W).maximum(W.T)
-                if pairs is None:  # the optimal assignment (Hungarian) of the first two views, as align() finds it
-                    found = posterior_assignment(self.cost, ma, va, mb, vb)
-                    pairs = set(zip(rows_a[found.index_a].tolist(), rows_b[found.index_b].tolist()))
-        return weights.tocsr(), pairs
+        return (weights.tocsr() if edges else None), pairs
+
+    def _rounds(self, problem: AlignmentProblem) -> int:
+        """``correspondence_rounds`` with "auto" resolved: 1 on the collapsed all-rows model with the graph prior
+        and at least ``MIN_CALIBRATION_PAIRS`` anchor pairs between the first two views to judge it on, else 0."""
+        if self.correspondence_rounds != "auto":
+            return int(self.correspondence_rounds)
+        a, b = problem.views.names[:2]
+        able = (self.engine == "collapsed" and self.training == "all_rows" and float(self.graph_strength) > 0
+                and len(problem.anchors_between(a, b)) >= MIN_CALIBRATION_PAIRS)
+        return int(able)
 
     def _refine_correspondences(self, problem: AlignmentProblem) -> None:
         r"""Soft correspondences as inference, EM-style (``correspondence_rounds``), each round kept on the anchors.
@@ -950,12 +979,13 @@ class MAD(BaseEstimator):
         self.correspondence_history_ = [{"round": 0, "elbo": float(self.model_.elbo()), "anchor_foscttm": best_score,
                                          "changed": None, "accuracy": _pairs_accuracy(pairs, truth), "kept": True}]
         kept_warnings = []
-        for round_ in range(1, int(self.correspondence_rounds) + 1):
+        for round_ in range(1, self.correspondence_rounds_ + 1):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 self._fit_model(problem, init=self.embedding_, extra_edges=edges)
             score = self._anchor_foscttm(a, b)
-            new_edges, new_pairs = self._correspondence_edges(n_entities, rows)
+            last = round_ == self.correspondence_rounds_
+            new_edges, new_pairs = self._correspondence_edges(n_entities, rows, edges=not last)
             changed = 1.0 - len(new_pairs & pairs) / max(len(pairs), 1)
             better = bool(np.isfinite(score) and score < best_score)
             for previous in self.correspondence_history_:

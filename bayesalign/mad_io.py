@@ -25,7 +25,8 @@ FORMAT = "bayesalign.mad"
 FORMAT_VERSION = 1
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
 _PLAIN = ("shared_threshold_", "shared_by_", "converged_", "switched_off_views_", "timings_",
-          "self_training_history_", "latent_prior_", "correspondence_history_", "starts_", "start_")
+          "self_training_history_", "latent_prior_", "correspondence_history_", "correspondence_rounds_", "starts_",
+          "start_")
 
 
 class MADFileError(ValueError):
@@ -144,6 +145,8 @@ def _read(path, device):
     model = MAD(**meta["params"])
     if "misfit" not in meta["params"]:  # a file from before the cross-view misfit: the likelihood cost had none
         model.misfit = None
+    if "correspondence_rounds" not in meta["params"]:  # a file from before the rounds: there were none
+        model.correspondence_rounds = 0
     model.problem_ = problem
     with tempfile.TemporaryDirectory() as folder:
         inner = Path(folder) / "mrd.npz"
@@ -167,6 +170,8 @@ def _read(path, device):
     model.entities_ = None if meta["n_entities"] is None else (
         int(meta["n_entities"]), {name: arrays[f"entities/{i}"] for i, name in enumerate(names)})
     model.correspondence_history_ = []  # files written before it existed
+    rounds = model.correspondence_rounds  # files written before "auto": the number asked for
+    model.correspondence_rounds_ = 0 if rounds == "auto" else int(rounds)
     for key, value in meta["plain"].items():
         setattr(model, key, value)
     if getattr(model, "shared_by_", None) is None:  # a file from before shared_by: relevance was the only rule

@@ -4,6 +4,7 @@ honesty checks of any MAD fit (a view switched off, no shared dimension, an unco
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -303,8 +304,26 @@ def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_no
     assert mad.correspondence_history_ == []
 
 
+def test_auto_correspondence_rounds_run_one_round_only_where_it_can_be_judged(toy, all_rows):
+    # the fixture: the default "auto", 10 anchor pairs, the collapsed all-rows model: one round, judged
+    assert all_rows.correspondence_rounds == "auto" and all_rows.correspondence_rounds_ == 1
+    history = all_rows.correspondence_history_
+    assert [h["round"] for h in history] == [0, 1] and sum(h["kept"] for h in history) == 1
+    # too few anchor pairs to judge a round on: none, and no warning about rounds the user did not ask for
+    few = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mad = ba.MAD(latent_dim=2, num_inducing=6, seed=0, mrd_options={"max_iter": 40}).fit(few)
+    assert mad.correspondence_rounds_ == 0 and mad.correspondence_history_ == []
+    assert not [w for w in caught if "correspondence_rounds" in str(w.message)]
+    # the paper's anchors-only model has no unaligned rows to join: none
+    paper = ba.MAD(latent_dim=2, num_inducing=6, seed=0, training="anchors", mrd_options={"max_iter": 40}).fit(toy)
+    assert paper.correspondence_rounds_ == 0 and paper.correspondence_history_ == []
+
+
 @pytest.mark.parametrize("options, message", [
     ({"correspondence_rounds": -1}, "correspondence_rounds"),
+    ({"correspondence_rounds": "two"}, "correspondence_rounds"),
     ({"correspondence_rounds": True}, "correspondence_rounds"),
     ({"correspondence_neighbors": 0}, "correspondence_neighbors"),
     ({"correspondence_rounds": 1, "training": "anchors"}, "training='all_rows'"),
