@@ -20,7 +20,8 @@ The estimator only (the model is :class:`bayesalign.gp.MRD`, the costs and solve
 
 Beyond the paper (its section 5 "future work"): match probabilities on every alignment,
 learning from every row from several starts, the highest bound kept (``MAD(starts=...)``),
-soft correspondences as inference (``MAD(correspondence_rounds=...)``, judged on the anchors),
+soft correspondences as inference (one round by default, ``MAD(correspondence_rounds=...)``, judged on
+the anchors),
 self-training with the confident mutual-nearest pairs (:meth:`MAD.self_train`), and a
 zero-anchor start from an unsupervised correspondence (entropic Gromov-Wasserstein, Peyre,
 Cuturi & Solomon 2016, or the local patterns of Wang, Krafft & Mahadevan 2011, section 5.3.4).
@@ -327,8 +328,8 @@ class MAD(BaseEstimator):
         the anchor pairs, inferred again from one view at a time, align better under it (see
         :meth:`_refine_correspondences`; judged on the first two views). Each round costs one fit.
         0: off. "auto" (default): one round where it can be judged and costs one collapsed fit
-        (collapsed engine, all rows, ``graph_strength > 0``, at least ``MIN_CALIBRATION_PAIRS``
-        anchor pairs between the first two views), none otherwise, silently;
+        (collapsed engine, all rows, the graph prior with ``graph_strength > 0``, at least
+        ``MIN_CALIBRATION_PAIRS`` anchor pairs between the first two views), none otherwise, silently;
         ``correspondence_rounds_`` records the number a fit used. Self-training
         (``fit(self_training=True)``) runs after the rounds and refits without their edges, from
         the kept start (``start_``).
@@ -490,10 +491,6 @@ class MAD(BaseEstimator):
         if isinstance(self.min_resolution, bool) or not (np.isfinite(float(self.min_resolution))
                                                          and float(self.min_resolution) >= 0):
             raise ValueError(f"min_resolution must be a finite number >= 0, got {self.min_resolution!r}")
-        if self.shared_by == "resolution" and self.engine == "svi":
-            raise ValueError("shared_by='resolution' needs the collapsed engine (the SVI engine's views may have "
-                             "non-Gaussian likelihoods, with no noise variance to measure resolution against); use "
-                             "shared_by='relevance' or 'auto'")
         for name in ("latent_dim", "num_inducing", "infer_max_iter"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -933,8 +930,8 @@ class MAD(BaseEstimator):
         if self.correspondence_rounds != "auto":
             return int(self.correspondence_rounds)
         a, b = problem.views.names[:2]
-        able = (self.engine == "collapsed" and self.training == "all_rows" and float(self.graph_strength) > 0
-                and len(problem.anchors_between(a, b)) >= MIN_CALIBRATION_PAIRS)
+        able = (self.engine == "collapsed" and self.training == "all_rows" and self.latent_prior == "graph"
+                and float(self.graph_strength) > 0 and len(problem.anchors_between(a, b)) >= MIN_CALIBRATION_PAIRS)
         return int(able)
 
     def _refine_correspondences(self, problem: AlignmentProblem) -> None:
@@ -948,7 +945,8 @@ class MAD(BaseEstimator):
         graph prior with every unaligned row joined to its ``correspondence_neighbors`` most probable
         partners in the other views by edges of weight P,
         :math:`p(X) = N(0, (I + \lambda (L + L_P))^{-1})`, so a probable partner counts like a
-        within-view neighbour (the kNN edges of L are data-derived in the same way).
+        within-view neighbour (the kNN edges of L are data-derived in the same way), at
+        ``num_inducing`` for ``ROUND_FRACTION`` of MRD's ``max_iter`` evaluations.
         The M-step maximises the bound :math:`\sum_v F_v - \mathrm{KL}(q(X) \| p(X))` of the model
         whose prior holds P. Priors that differ make the bounds of different rounds incomparable
         (and on real pairs a higher bound of the model's own prior did not mean a better alignment,

@@ -23,8 +23,8 @@ def toy():
 
 @pytest.fixture(scope="module")
 def all_rows(toy):
-    return ba.MAD(latent_dim=4, num_inducing=10, seed=0, training="all_rows",
-                  mrd_options={"max_iter": 400}).fit(toy)
+    return ba.MAD(latent_dim=4, num_inducing=10, seed=0, training="all_rows", correspondence_rounds=0,
+                  mrd_options={"max_iter": 400}).fit(toy)  # the first fit alone (the rounds: tests below)
 
 
 def test_all_rows_mad_is_a_partially_observed_mrd_over_the_problem_s_entities(toy, all_rows):
@@ -130,7 +130,8 @@ def test_shared_dimensions_are_those_both_views_resolve(toy, all_rows):
     assert all_rows.embedding_.info["shared_by"] == "resolution"
     # the same fit read by the paper's rule: relevance above 0.05 of each view's largest
     by_relevance = shared_dimensions({v: all_rows.relevance_[v] for v in ("Y1", "Y2")}, 0.05)
-    paper = ba.MAD(latent_dim=4, num_inducing=10, seed=0, shared_by="relevance", mrd_options={"max_iter": 400})
+    paper = ba.MAD(latent_dim=4, num_inducing=10, seed=0, shared_by="relevance", correspondence_rounds=0,
+                   mrd_options={"max_iter": 400})
     paper.fit(toy)
     assert paper.shared_by_ == "relevance" and paper.resolution_ is None
     # same seed, same data, same fit: only the rule differs
@@ -142,7 +143,6 @@ def test_shared_dimensions_are_those_both_views_resolve(toy, all_rows):
     ({"shared_by": "ard"}, "shared_by must be one of"),
     ({"min_resolution": -1.0}, "min_resolution must be a finite number >= 0"),
     ({"min_resolution": float("nan")}, "min_resolution must be a finite number >= 0"),
-    ({"shared_by": "resolution", "engine": "svi"}, "shared_by='resolution' needs the collapsed engine"),
 ])
 def test_bad_shared_dimension_options_are_refused(toy, options, message):
     with pytest.raises(ValueError, match=message):
@@ -296,6 +296,19 @@ def test_correspondence_rounds_run_on_the_svi_engine(toy):
     np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
 
 
+def test_the_svi_engine_can_share_the_dimensions_both_views_resolve(toy):
+    # shared_by="resolution" on the SVI engine: StochasticMRD.resolution_ (each view's Fisher information under its
+    # own likelihood times the spread), the same rule as on the collapsed engine; "auto" stays ARD relevance there
+    from bayesalign.gp import shared_dimensions
+
+    mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, engine="svi", shared_by="resolution",
+                 svi_options={"max_epochs": 30}).fit(toy)
+    assert mad.shared_by_ == "resolution" and set(mad.resolution_) == {"Y1", "Y2"}
+    expected = shared_dimensions(mad.model_.resolution_, float(mad.min_resolution), fallback=True, relative=False)
+    np.testing.assert_array_equal(mad.shared_dims("Y1", "Y2"), expected)
+    assert ba.MAD(engine="svi")._shared_rule() == "relevance"
+
+
 def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_not_run():
     problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=6)
     with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS"):
@@ -304,10 +317,11 @@ def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_no
     assert mad.correspondence_history_ == []
 
 
-def test_auto_correspondence_rounds_run_one_round_only_where_it_can_be_judged(toy, all_rows):
-    # the fixture: the default "auto", 10 anchor pairs, the collapsed all-rows model: one round, judged
-    assert all_rows.correspondence_rounds == "auto" and all_rows.correspondence_rounds_ == 1
-    history = all_rows.correspondence_history_
+def test_auto_correspondence_rounds_run_one_round_only_where_it_can_be_judged(toy):
+    # the default "auto", 10 anchor pairs, the collapsed all-rows model with the graph prior: one round, judged
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, mrd_options={"max_iter": 150}).fit(toy)
+    assert mad.correspondence_rounds == "auto" and mad.correspondence_rounds_ == 1
+    history = mad.correspondence_history_
     assert [h["round"] for h in history] == [0, 1] and sum(h["kept"] for h in history) == 1
     # too few anchor pairs to judge a round on: none, and no warning about rounds the user did not ask for
     few = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=6)
@@ -319,6 +333,10 @@ def test_auto_correspondence_rounds_run_one_round_only_where_it_can_be_judged(to
     # the paper's anchors-only model has no unaligned rows to join: none
     paper = ba.MAD(latent_dim=2, num_inducing=6, seed=0, training="anchors", mrd_options={"max_iter": 40}).fit(toy)
     assert paper.correspondence_rounds_ == 0 and paper.correspondence_history_ == []
+    # nor does a user's N(0, I) prior get the round's graph edges unasked
+    plain = ba.MAD(latent_dim=2, num_inducing=6, seed=0, latent_prior="standard_normal",
+                   mrd_options={"max_iter": 40}).fit(toy)
+    assert plain.correspondence_rounds_ == 0 and plain.latent_prior_ == "standard_normal"
 
 
 @pytest.mark.parametrize("options, message", [
@@ -349,14 +367,16 @@ def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_fr
     anchors = [ba.Correspondence(("Y1", "Y2"), groups[:, 0], groups[:, 1])]
     jl = JointLaplacianAlignment(n_components=4, n_neighbors=10).fit(ba.AlignmentProblem(toy.views, anchors))
     for start, init in (("joint_laplacian", jl.embedding_), ("cca", "cca")):
-        alone = ba.MAD(latent_dim=4, num_inducing=10, seed=0, mrd_options={"max_iter": 400, "init": init}).fit(toy)
+        alone = ba.MAD(latent_dim=4, num_inducing=10, seed=0, correspondence_rounds=0,
+                       mrd_options={"max_iter": 400, "init": init}).fit(toy)
         bound = next(s["elbo"] for s in all_rows.starts_ if s["start"] == start)
         assert alone.model_.elbo() == pytest.approx(bound, rel=1e-9)
         assert alone.starts_ == [] and alone.start_ is None  # the user's init: no starts tried
-    one = ba.MAD(latent_dim=4, num_inducing=10, seed=0, starts=("pca",), mrd_options={"max_iter": 400}).fit(toy)
+    one = ba.MAD(latent_dim=4, num_inducing=10, seed=0, starts=("pca",), correspondence_rounds=0,
+                 mrd_options={"max_iter": 400}).fit(toy)
     assert one.starts_ == [{"start": "pca", "elbo": pytest.approx(bounds[1], rel=1e-9), "kept": True}]
     # self-training refits from the kept start only
-    trained = ba.MAD(latent_dim=4, num_inducing=10, seed=0, starts=("cca", "pca"),
+    trained = ba.MAD(latent_dim=4, num_inducing=10, seed=0, starts=("cca", "pca"), correspondence_rounds=0,
                      mrd_options={"max_iter": 100}).fit(toy, self_training=True, max_rounds=1)
     first = trained.start_
     assert first in ("cca", "pca") and len(trained.self_training_history_) >= 1
@@ -375,8 +395,10 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy):
     # a single start, or start_inducing = num_inducing, fits directly
     from bayesalign.mad import RACE_FRACTION
 
-    raced = ba.MAD(latent_dim=4, num_inducing=16, start_inducing=10, seed=0, mrd_options={"max_iter": 400}).fit(toy)
-    short = ba.MAD(latent_dim=4, num_inducing=10, seed=0, mrd_options={"max_iter": int(RACE_FRACTION * 400)}).fit(toy)
+    raced = ba.MAD(latent_dim=4, num_inducing=16, start_inducing=10, seed=0, correspondence_rounds=0,
+                   mrd_options={"max_iter": 400}).fit(toy)
+    short = ba.MAD(latent_dim=4, num_inducing=10, seed=0, correspondence_rounds=0,
+                   mrd_options={"max_iter": int(RACE_FRACTION * 400)}).fit(toy)
     assert [s["start"] for s in raced.starts_] == [s["start"] for s in short.starts_]
     for a, b in zip(raced.starts_, short.starts_):
         assert a["elbo"] == pytest.approx(b["elbo"], rel=1e-9) and a["kept"] == b["kept"]
@@ -389,8 +411,9 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy):
     free, mean, _ = raced.posteriors_["Y2"]
     np.testing.assert_array_equal(mean, model.entity_means_[rows["Y2"][free]])  # the grown fit's posteriors
     single = ba.MAD(latent_dim=4, num_inducing=16, start_inducing=10, seed=0, starts=("pca",),
+                    correspondence_rounds=0, mrd_options={"max_iter": 100}).fit(toy)
+    direct = ba.MAD(latent_dim=4, num_inducing=16, seed=0, starts=("pca",), correspondence_rounds=0,
                     mrd_options={"max_iter": 100}).fit(toy)
-    direct = ba.MAD(latent_dim=4, num_inducing=16, seed=0, starts=("pca",), mrd_options={"max_iter": 100}).fit(toy)
     assert single.model_.elbo() == direct.model_.elbo()
 
 

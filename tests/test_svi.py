@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 import bayesalign as ba
 from bayesalign.gp.svi import StochasticMRD, expected_log_likelihood, make_likelihood
+from bayesalign.gp.svi.likelihoods import fisher_information
 
 F64 = torch.float64  # the package's default dtype; the tests make their tensors in it explicitly
 
@@ -129,6 +130,77 @@ def test_expected_log_likelihood_against_monte_carlo(name):
         noise = likelihood.noise.item()
         exact = -0.5 * (math.log(2 * math.pi * noise) + ((y - mean) ** 2 + variance) / noise)
         assert torch.allclose(value, exact, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "bernoulli", "poisson", "negative_binomial"])
+def test_fisher_information_against_monte_carlo(name):
+    # I(f) = E_y[(d log p(y | f) / df)^2], the score by autograd of the likelihood's own log_prob, 2e5 draws of y
+    likelihood = make_likelihood(name, noise=0.3).double()
+    if name == "negative_binomial":
+        likelihood.dispersion = 2.5
+    f = torch.tensor([-2.5, -0.7, 0.0, 0.4, 1.3], dtype=F64)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        exact = fisher_information(likelihood, f)  # [5]
+        if name == "gaussian":
+            y = f + likelihood.noise.sqrt().reshape(()) * torch.randn(200_000, 5, generator=gen, dtype=F64)
+        elif name == "bernoulli":
+            y = (torch.rand(200_000, 5, generator=gen, dtype=F64) < torch.special.ndtr(f)).double()
+        else:
+            torch.manual_seed(1)
+            y = likelihood(f.expand(200_000, 5)).sample()
+    g = f.clone().requires_grad_(True)
+    dist = (torch.distributions.Normal(g, likelihood.noise.sqrt().reshape(()).detach()) if name == "gaussian"
+            else likelihood(g.expand(200_000, 5)))
+    score = torch.autograd.grad(dist.log_prob(y).sum(), g)[0]  # sum over draws of d log p / df   [5]
+    per_draw = []
+    for k in range(5):  # the score of each draw in closed form, checked against autograd's sum below
+        yk = y[:, k]
+        if name == "gaussian":
+            s_k = (yk - f[k]) / likelihood.noise.reshape(())
+        elif name == "bernoulli":
+            phi = torch.exp(torch.distributions.Normal(0.0, 1.0).log_prob(f[k]))
+            s_k = torch.where(yk > 0, phi / torch.special.ndtr(f[k]), -phi / torch.special.ndtr(-f[k]))
+        elif name == "poisson":
+            s_k = yk - f[k].exp()
+        else:
+            r, mu = likelihood.dispersion.reshape(()), f[k].exp()
+            s_k = r * (yk - mu) / (r + mu)
+        per_draw.append(s_k.detach())
+    squared = torch.stack(per_draw, 1).square()  # [draws, 5]
+    mc, se = squared.mean(0), squared.std(0) / math.sqrt(squared.shape[0])
+    # the hand-written scores are the likelihood's own (their sum is autograd's), and their mean square is I(f)
+    assert torch.allclose(torch.stack(per_draw, 1).sum(0), score, rtol=1e-8, atol=1e-6)
+    # 5 standard errors (the probit at f = 0 has the same squared score for both outcomes: se = 0, round-off)
+    assert torch.all((exact - mc).abs() < 5 * se + 1e-12), (exact - mc) / se
+
+
+def test_resolution_is_the_collapsed_engine_s_for_gaussian_views(toy_views, collapsed):
+    # At the collapsed fit's parameters and its optimal q(u) the SVI model's predictive mean is the collapsed one,
+    # and with I = 1 / sigma^2 the resolution is MRD.resolution_ (two computations of the same float64 numbers:
+    # the derivatives by output columns here, by inducing inputs there)
+    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi.load_collapsed(collapsed)
+    ours, theirs = svi.resolution_, collapsed.resolution_
+    for view in ("a", "b"):
+        np.testing.assert_allclose(ours[view], theirs[view], rtol=1e-6, atol=1e-9 * theirs[view].max())
+
+
+def test_resolution_counts_observed_entries_only(toy_views, collapsed):
+    # a missing entry carries no information: with every entry of column 0 missing, view a's resolution is that of
+    # its other columns, i.e. the complete one minus column 0's share (brute force: each column's contribution)
+    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi.load_collapsed(collapsed)
+    model = svi.model_
+    full = svi.resolution_["a"]
+    x = model.q_x.mean.detach().clone().requires_grad_(True)
+    f0 = model.gps[0].marginals(x)[0][:, 0]
+    (grad,) = torch.autograd.grad(f0.sum(), x)  # d fbar_n0 / d x_n   [N, Q]
+    spread = model.q_x.mean.detach().var(0, unbiased=False)
+    column0 = (spread * grad.square().mean(0) / model.likelihoods[0].noise.reshape(())).detach().numpy()
+    with torch.no_grad():
+        model.targets_0[:, 0] = float("nan")
+    np.testing.assert_allclose(svi.resolution_["a"], full - column0, rtol=1e-8, atol=1e-12 * full.max())
 
 
 def test_nan_entry_is_left_out_of_the_likelihood(toy_views):
