@@ -4,7 +4,7 @@ The MAD toy "nonlinear_shared_private" (160 rows, 48 anchors, view 2's unaligned
 latent_dim, 25 inducing points, Hungarian on the likelihood cost; per seed the exact-match accuracy of the
 unaligned rows, then the mean accuracy and mean Kendall-tau distance of each variant:
 
-- the default (all rows, graph prior),
+- the default (all rows, graph prior, one round of soft correspondence where the anchors can judge it),
 - the default followed by up to 3 rounds of soft correspondence (``correspondence_rounds=3``),
 - the all-rows model with p(X) = N(0, I),
 - the paper's procedure (anchors only).
