@@ -979,11 +979,10 @@ class MAD(BaseEstimator):
         edges, pairs = self._correspondence_edges(n_entities, rows)
         self.correspondence_history_ = [{"round": 0, "elbo": float(self.model_.elbo()), "anchor_foscttm": best_score,
                                          "changed": None, "accuracy": _pairs_accuracy(pairs, truth), "kept": True}]
-        kept_warnings = []
         for round_ in range(1, self.correspondence_rounds_ + 1):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                self._fit_model(problem, init=self.embedding_, extra_edges=edges)
+            # the round's own warnings (e.g. not converged) are shown as they come, kept or not: recording them
+            # with warnings.catch_warnings swaps process-wide state, which MAD fits in threads (dask) tangle
+            self._fit_model(problem, init=self.embedding_, extra_edges=edges)
             score = self._anchor_foscttm(a, b)
             last = round_ == self.correspondence_rounds_
             new_edges, new_pairs = self._correspondence_edges(n_entities, rows, edges=not last)
@@ -996,7 +995,7 @@ class MAD(BaseEstimator):
                                                  "accuracy": _pairs_accuracy(new_pairs, truth), "kept": better})
             if not better:
                 break
-            best_score, best, kept_warnings = score, dict(self.__dict__), caught
+            best_score, best = score, dict(self.__dict__)
             edges, pairs = new_edges, new_pairs
             if changed < 0.01:
                 break
@@ -1004,8 +1003,6 @@ class MAD(BaseEstimator):
         self.__dict__.update(best)  # the kept round's fitted state
         self.correspondence_history_ = history
         self.timings_ = {**self.timings_, "correspondence_seconds": time.perf_counter() - start}
-        for caught in kept_warnings:  # the kept fit's own warnings (e.g. not converged); the others are discarded
-            warnings.warn(caught.message, caught.category, stacklevel=4)
 
     def _report_switched_off_views(self, relevance) -> None:
         """Warn when a view keeps no latent dimension, or a pair of views shares none: the matching would be random."""
