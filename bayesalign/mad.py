@@ -82,7 +82,7 @@ TRAININGS = ("anchors", "all_rows")
 LATENT_PRIORS = ("graph", "standard_normal")
 #: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
 ENGINES = ("collapsed", "svi")
-#: Rules for the latent dimensions two views share (``MAD(shared_by=...)``); "auto" picks by the engine.
+#: Rules for the latent dimensions two views share (``MAD(shared_by=...)``); "auto": the default rule, resolution.
 SHARED_BY = ("auto", "resolution", "relevance")
 #: ``misfit``: estimated on the anchor pairs, none (the likelihood cost on the posterior variances alone), or
 #: "auto" (the anchors' on the collapsed engine, none with engine="svi")
@@ -253,11 +253,12 @@ class MAD(BaseEstimator):
         switched off by ARD does not. ``"relevance"``: MRD's rule of the paper, ARD relevance above
         ``shared_threshold`` times the view's largest; it drops dimensions with a few percent of a
         view's largest relevance that the view still resolves (benchmarks/RESULTS.md, "Shared
-        dimensions by resolution"). ``"auto"`` (default): ``"resolution"`` on the collapsed engine, ``"relevance"``
-        with ``engine="svi"``, where ``"resolution"`` measures each view under its own likelihood
-        (:attr:`bayesalign.gp.StochasticMRD.resolution_`; on the count toy it found the two shared
-        dimensions and matched better, on the binary toy as well as relevance: benchmarks/RESULTS.md,
-        "Non-Gaussian views").
+        dimensions by resolution"). ``"auto"`` (default): ``"resolution"`` on either engine; with
+        ``engine="svi"`` it measures each view under its own likelihood
+        (:attr:`bayesalign.gp.StochasticMRD.resolution_`; "relevance" there before 2026-11-25: on the count
+        toy resolution found the two shared dimensions and matched better, on the binary toy, the holed
+        toys and complete Gaussian views as well as relevance: benchmarks/RESULTS.md, "Non-Gaussian
+        views" and "Missing entries").
     min_resolution : float
         The resolution (squared noise standard deviations per latent standard deviation) above
         which a view counts as resolving a dimension; 1 by default: the view's outputs move by more
@@ -730,10 +731,8 @@ class MAD(BaseEstimator):
         self._reinferred = {}
 
     def _shared_rule(self) -> str:
-        """The rule of the shared dimensions: ``shared_by``, with "auto" resolved by the engine."""
-        if self.shared_by != "auto":
-            return self.shared_by
-        return "resolution" if self.engine == "collapsed" else "relevance"
+        """The rule of the shared dimensions: ``shared_by``, with "auto" resolved (resolution on either engine)."""
+        return "resolution" if self.shared_by == "auto" else self.shared_by
 
     def _shared_rule_text(self) -> str:
         """The rule in words, for messages."""

@@ -360,7 +360,7 @@ def main():
     parser.add_argument("--which", nargs="+", default=["ours", "gpytorch", "pyro"])
     parser.add_argument("--counts", action="store_true")
     parser.add_argument("--shared-by", choices=["auto", "relevance", "resolution"], default="auto",
-                        help="MAD's shared_by in --likelihood and --missing (default: MAD's own, relevance on svi)")
+                        help="MAD's shared_by in --likelihood and --missing (default: MAD's own, resolution)")
     parser.add_argument("--missing", type=float, default=None, metavar="FRACTION",
                         help="complete views against this fraction of NaN entries (MAD's toy)")
     parser.add_argument("--toy", choices=["linear_shared", "linear_shared_private"], default="linear_shared_private",

@@ -149,8 +149,8 @@ def test_bad_shared_dimension_options_are_refused(toy, options, message):
         ba.MAD(**options).fit(toy)
 
 
-def test_the_svi_engine_shares_dimensions_by_relevance():
-    assert ba.MAD(engine="svi")._shared_rule() == "relevance"
+def test_auto_shares_the_dimensions_both_views_resolve_on_either_engine():
+    assert ba.MAD(engine="svi")._shared_rule() == "resolution"
     assert ba.MAD()._shared_rule() == "resolution"
     assert ba.MAD(shared_by="relevance")._shared_rule() == "relevance"
 
@@ -298,7 +298,7 @@ def test_correspondence_rounds_run_on_the_svi_engine(toy):
 
 def test_the_svi_engine_can_share_the_dimensions_both_views_resolve(toy):
     # shared_by="resolution" on the SVI engine: StochasticMRD.resolution_ (each view's Fisher information under its
-    # own likelihood times the spread), the same rule as on the collapsed engine; "auto" stays ARD relevance there
+    # own likelihood times the spread), the same rule as on the collapsed engine, and the default there too
     from bayesalign.gp import shared_dimensions
 
     mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, engine="svi", shared_by="resolution",
@@ -306,7 +306,6 @@ def test_the_svi_engine_can_share_the_dimensions_both_views_resolve(toy):
     assert mad.shared_by_ == "resolution" and set(mad.resolution_) == {"Y1", "Y2"}
     expected = shared_dimensions(mad.model_.resolution_, float(mad.min_resolution), fallback=True, relative=False)
     np.testing.assert_array_equal(mad.shared_dims("Y1", "Y2"), expected)
-    assert ba.MAD(engine="svi")._shared_rule() == "relevance"
 
 
 def test_correspondence_rounds_with_too_few_anchors_to_judge_them_warn_and_do_not_run():
