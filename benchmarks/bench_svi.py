@@ -116,6 +116,14 @@ def agreement(args):
     print(f"  shared dims after the warm-started epochs {warm.shared_dims().tolist()}")
     print(f"  relevance MRD {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in mrd.relevance_.items())}")
     print(f"  relevance SVI {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in svi.relevance_.items())}")
+    # MAD's default rule (shared_by="auto": resolution on either engine): the dimensions both views resolve
+    from bayesalign.gp import shared_dimensions
+
+    for label, model in (("MRD", mrd), ("SVI", svi)):
+        resolution = model.resolution_
+        dims = shared_dimensions(resolution, 1.0, fallback=True, relative=False)
+        print(f"  resolution {label} {dict((k, np.round(v, 1).tolist()) for k, v in resolution.items())}, "
+              f"shared by resolution (min_resolution 1) {np.asarray(dims).tolist()}")
 
 
 def _mad_accuracy(problem, views, seed, args, likelihood=None):
