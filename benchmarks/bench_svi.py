@@ -14,8 +14,8 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   binarised at each column's median (or Poisson counts, ``--counts``), fitted with the right likelihood
   (``svi_options={"likelihood": {"Y2": ...}}``) and with Y2 treated as Gaussian; the unaligned rows matched by
   the Hungarian method on the likelihood cost. Accuracy (fraction matched to their true partner) over
-  ``--seeds``. ``--shared-by resolution`` matches in the dimensions both views resolve under their own
-  likelihoods (``StochasticMRD.resolution_``) instead of MAD's default for this engine (ARD relevance).
+  ``--seeds``. ``--shared-by relevance`` matches in the dimensions of high ARD relevance instead of MAD's
+  default, those both views resolve under their own likelihoods (``StochasticMRD.resolution_``).
 --scale: 2 views, N=100,000, D=50 each, Q=10, M=128 (random smooth maps of a 10-d latent): seconds per
   epoch (minibatches of ``--batch-size`` entities) and the peak resident memory of one process per model,
   for this engine, GPyTorch's Bayesian GPLVM (``gpytorch.models.gplvm``, its example's model over both
@@ -33,12 +33,17 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   oracle that is told the latent points that generated the toy: each view's linear map and noise fitted by
   least squares on them, then the exact Gaussian posterior of the shared latent from each row's observed
   entries, matched the same way; its loss from the holes is what the data themselves cost.
+--resolution: ``StochasticMRD.resolution_`` on ``--n`` rows of the scale workload (one epoch fitted first):
+  seconds of the derivatives of the predictive mean through ``ViewGP.mean_jacobian`` (k(x, Z) alpha) against
+  reverse mode through GPyTorch's predictive mean (``ViewGP.marginals``, what it did before), side by side in
+  one run, and the largest relative difference of the two resolutions.
 
 Run:  python benchmarks/bench_svi.py --agreement
       python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2] [--init pca]
       python benchmarks/bench_svi.py --missing 0.2 --optimizer lbfgs --init pca --seeds 0 1 2 3 4
       python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
       python benchmarks/bench_svi.py --scale-one ours --epochs 40 --threads 2 [--dtype float64]
+      python benchmarks/bench_svi.py --resolution --n 10000 --threads 1
 """
 
 from __future__ import annotations
@@ -243,6 +248,44 @@ def _scale_data(N, D, Q, seed=0):
     return views
 
 
+def resolution_timing(args):
+    """Seconds of StochasticMRD.resolution_ through ViewGP.mean_jacobian against reverse mode through marginals."""
+    from bayesalign.gp import StochasticMRD
+    from bayesalign.gp.svi.guide import ViewGP
+
+    torch.set_num_threads(args.threads)
+    views = _scale_data(args.n, 50, 10)
+    svi = StochasticMRD(latent_dim=10, num_inducing=128, batch_size=2048, max_epochs=1, init="pca", progress=False,
+                        seed=0, dtype=args.dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        svi.fit({"a": views[0], "b": views[1]})
+
+    def through_marginals(gp, x):  # the reference: one reverse pass per output through GPyTorch's predictive mean
+        x = x.detach().clone().requires_grad_(True)
+        with torch.enable_grad():
+            f = gp.marginals(x)[0]
+            J = torch.stack([torch.autograd.grad(f[:, d].sum(), x, retain_graph=d < f.shape[1] - 1)[0]
+                             for d in range(f.shape[1])], -1)
+        return f.detach(), J
+
+    start = time.perf_counter()
+    fast = svi.resolution_
+    t_fast = time.perf_counter() - start
+    original = ViewGP.mean_jacobian
+    ViewGP.mean_jacobian = through_marginals
+    try:
+        start = time.perf_counter()
+        reference = svi.resolution_
+        t_reference = time.perf_counter() - start
+    finally:
+        ViewGP.mean_jacobian = original
+    difference = max(float(np.max(np.abs(fast[v] - reference[v]) / np.max(np.abs(reference[v])))) for v in fast)
+    print(f"resolution_ of {args.n} rows x 2 views (D=50, Q=10, M=128, {args.dtype}, {args.threads} thread(s)): "
+          f"mean_jacobian {t_fast:.1f} s, reverse mode through marginals {t_reference:.1f} s "
+          f"({t_reference / t_fast:.0f}x); largest relative difference {difference:.1e}")
+
+
 def _peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -364,6 +407,7 @@ def main():
     parser.add_argument("--agreement", action="store_true")
     parser.add_argument("--likelihood", action="store_true")
     parser.add_argument("--scale", action="store_true")
+    parser.add_argument("--resolution", action="store_true")
     parser.add_argument("--scale-one", choices=["ours", "gpytorch", "pyro"])
     parser.add_argument("--which", nargs="+", default=["ours", "gpytorch", "pyro"])
     parser.add_argument("--counts", action="store_true")
@@ -386,7 +430,7 @@ def main():
     parser.add_argument("--warmup-epochs", type=int, default=2,
                         help="--scale: epochs with the noise held (StochasticMRD's warmup_epochs)")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
-                        help="--scale-one ours: StochasticMRD's dtype")
+                        help="--scale-one ours, --resolution: StochasticMRD's dtype")
     parser.add_argument("--scale-init", choices=["random", "pca"], default="random",
                         help="--scale-one ours: StochasticMRD's start of q(X) (random as GPyTorch's example; "
                              "pca is the class default)")
@@ -411,6 +455,8 @@ def main():
     if args.scale:
         args.epochs = args.epochs or 1
         scale(args)
+    if args.resolution:
+        resolution_timing(args)
 
 
 if __name__ == "__main__":

@@ -203,6 +203,43 @@ def test_resolution_counts_observed_entries_only(toy_views, collapsed):
     np.testing.assert_allclose(svi.resolution_["a"], full - column0, rtol=1e-8, atol=1e-12 * full.max())
 
 
+def test_mean_jacobian_is_autograd_through_the_predictive_mean(toy_views, monkeypatch):
+    # ViewGP.mean_jacobian differentiates k(x, Z) alpha instead of GPyTorch's batched predictive mean: the same
+    # mean and derivatives as reverse mode through marginals (float64 round-off), for a tied q(u) (complete Gaussian
+    # view), an untied one (a view with a hole) and a constant mean (a Poisson view), after a few epochs of fitting
+    from bayesalign.gp.svi.guide import ViewGP
+
+    counts = np.random.default_rng(0).poisson(2.0, size=toy_views["b"].shape).astype(float)
+    holed = toy_views["a"].copy()
+    holed[0, 0] = np.nan
+    views = ba.Views({"a": holed, "b": counts, "c": toy_views["b"]}, allow_missing=True)
+    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=5, likelihood={"b": "poisson"},
+                               progress=False, seed=0), views)
+    assert [gp.tied for gp in svi.model_.gps] == [False, False, True]
+    calls = []
+    monkeypatch.setattr(ViewGP, "marginals", lambda self, x, f=ViewGP.marginals: calls.append(x.requires_grad)
+                        or f(self, x))
+    x = svi.model_.q_x.mean.detach()
+    for gp in svi.model_.gps:
+        calls.clear()
+        mean, J = gp.mean_jacobian(x)
+        assert calls == [False]  # the fast path: marginals only for the check, never differentiated
+        xg = x.clone().requires_grad_(True)
+        f = gp.marginals(xg)[0]
+        expected = torch.stack([torch.autograd.grad(f[:, d].sum(), xg, retain_graph=True)[0]
+                                for d in range(f.shape[1])], -1)
+        torch.testing.assert_close(mean, f.detach(), rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(J, expected, rtol=1e-7, atol=1e-9 * float(expected.abs().max()))
+    # where K_ZZ + jitter does not factor as GPyTorch's did, the derivatives go through marginals itself
+    # (GPyTorch's own factorisations, which pass keywords, are left alone)
+    monkeypatch.setattr(torch.linalg, "cholesky_ex", lambda K, f=torch.linalg.cholesky_ex, **kw: f(K, **kw) if kw
+                        else (torch.eye(K.shape[-1], dtype=K.dtype), torch.tensor(1)))
+    calls.clear()
+    _, J = svi.model_.gps[2].mean_jacobian(x)
+    assert calls == [False, True]
+    torch.testing.assert_close(J, expected, rtol=1e-7, atol=1e-9 * float(expected.abs().max()))
+
+
 def test_nan_entry_is_left_out_of_the_likelihood(toy_views):
     # The ELBO with entry (i, d) missing equals the complete data's ELBO minus that entry's expected
     # log-likelihood E_q(x_i) E_q(f)[log p(y_id | f)] (closed form for a Gaussian view), the same parameters

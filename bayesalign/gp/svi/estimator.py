@@ -758,13 +758,8 @@ class StochasticMRD(BaseEstimator):
             gp, likelihood = model.gps[v], model.likelihoods[v]
             total = mean.new_zeros(mean.shape[1])
             for start in range(0, mean.shape[0], 1024):
-                x = mean[start:start + 1024].clone().requires_grad_(True)  # [n, Q]
-                with torch.enable_grad():
-                    f = gp.marginals(x)[0]  # [n, D]: row n depends on x_n alone
-                    D = f.shape[1]
-                    J = torch.stack([torch.autograd.grad(f[:, d].sum(), x, retain_graph=d < D - 1)[0]
-                                     for d in range(D)], -1)  # d fbar_nd / d x_nq   [n, Q, D]
-                information = fisher_information(likelihood, f.detach()).detach()  # [n, D] (no graph)
+                f, J = gp.mean_jacobian(mean[start:start + 1024])  # [n, D], d fbar_nd / d x_nq [n, Q, D]
+                information = fisher_information(likelihood, f).detach()  # [n, D] (no graph)
                 information = torch.where(torch.isnan(Y[start:start + 1024]), 0.0, information)
                 total += (J.square() * information[:, None, :]).sum((0, 2))
             spread = mean.var(0, unbiased=False)  # [Q]
