@@ -246,7 +246,7 @@ class ViewGP(ApproximateGP):
         :math:`L L^\top = K_{ZZ} + \text{jitter}\, I` (GPyTorch's ``VariationalStrategy``; the mean m(x) is
         zero or a constant), so only :math:`k(x, Z)` depends on x: one reverse pass per output through
         the n x M kernel block, not through the whole variational strategy (GPyTorch's predictive mean
-        runs the D outputs as a batch, which made ``marginals`` 50-100 times costlier per pass). The
+        runs the D outputs as a batch, so each pass through it repeats the work of all D). The
         mean is checked against :meth:`marginals`; where they differ (e.g. GPyTorch raised the jitter
         to factor K_ZZ), the derivatives go through ``marginals`` itself.
         """
