@@ -293,8 +293,16 @@ def test_anchored_init_puts_unaligned_rows_of_every_view_in_one_space():
     assert X.shape == (120, 2)
     np.testing.assert_allclose(X[entity_b], X[:60], atol=1e-9)  # least squares on exact data: round-off
     assert np.linalg.matrix_rank(X[:60]) == 2
-    # too few entities seen by every view: None (the caller completes the views instead)
-    assert anchored_latent("pca", ["a", "b"], [a, b], [np.arange(60), np.r_[np.arange(3), np.arange(60, 117)]],
+    # 3 entities seen by every view anchor 3 - 2 = 1 of the 2 dimensions, again exactly (an affine map of the
+    # rank-2 data fitted on 3 points); the other starts small and random
+    few = np.r_[np.arange(3), np.arange(60, 117)]
+    X = anchored_latent("pca", ["a", "b"], [a - a.mean(0), b - b.mean(0)], [np.arange(60), few], 120, 2, seed=0)
+    assert X.shape == (120, 2)
+    np.testing.assert_allclose(X[few, 0], X[:60, 0], atol=1e-9)
+    assert 0.0 < X[:, 1].std() < 0.2 * X[:60, 0].std()  # 10% of the anchored spread, as drawn
+    assert not np.allclose(X[few[3:], 1], X[3:60, 1])  # a random start: nothing carried across the views
+    # fewer than 3: None (the caller completes the views instead)
+    assert anchored_latent("pca", ["a", "b"], [a, b], [np.arange(60), np.r_[np.arange(2), np.arange(60, 118)]],
                            120, 2, seed=0) is None
 
 

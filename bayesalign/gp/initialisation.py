@@ -142,24 +142,38 @@ def anchored_latent(init: str, names: list[str], centred: list[np.ndarray], obse
     and the common latent thus holds for anchors and unaligned rows, so the views start in one space
     (completing the missing blocks of the other views by a low-rank SVD, :func:`complete_views`,
     lets each view take latent directions of its own, a local optimum of the bound where nothing is
-    shared). None when fewer than Q + 2 entities are observed by every view."""
+    shared).
+
+    C entities seen by every view determine at most C - 2 such dimensions (``init`` of C rows, and
+    a map with an intercept fitted on them). With fewer than Q + 2 of them, the first C - 2
+    dimensions are anchored as above and the other Q - C + 2 start at small random values (10% of
+    the smallest anchored dimension's spread, as GPy pads a PCA start), which the fit can use or
+    switch off; completing the views instead started each view in latent directions of its own and
+    the fit kept them apart (benchmarks/RESULTS.md, "Few anchors"). None when fewer than 3
+    entities are observed by every view."""
     blocks, masks = _entity_blocks(centred, observed, n_entities)
     common = np.logical_and.reduce(masks)  # [n_entities]
-    if common.sum() < latent_dim + 2:
+    anchored = min(latent_dim, int(common.sum()) - 2)  # dimensions the common entities determine
+    if anchored < 1:
         return None
-    X_common = init_latent(init, names, [b[common] for b in blocks], latent_dim, seed)  # [C, Q]
-    total = np.zeros((n_entities, latent_dim))
+    X_common = init_latent(init, names, [b[common] for b in blocks], anchored, seed)  # [C, anchored]
+    total = np.zeros((n_entities, anchored))
     counts = np.zeros(n_entities)
     for Y, block, mask in zip(centred, blocks, masks):
-        k = int(min(Y.shape[1], 4 * latent_dim, common.sum() - 1))
+        k = int(min(Y.shape[1], 4 * anchored, common.sum() - 1))
         _, _, Vt = np.linalg.svd(Y, full_matrices=False)  # the view's principal directions, all its rows
         scores = block @ Vt[:k].T  # [n_entities, k]
         coef = np.linalg.lstsq(np.c_[scores[common], np.ones(common.sum())], X_common, rcond=None)[0]
         total[mask] += np.c_[scores[mask], np.ones(mask.sum())] @ coef
         counts[mask] += 1.0
-    X = total / np.maximum(counts, 1.0)[:, None]
+    X = total / np.maximum(counts, 1.0)[:, None]  # [n_entities, anchored]
     scale = X[counts > 0].std(0).max()
-    return X / scale if scale > 0 else X
+    X = X / scale if scale > 0 else X
+    if anchored == latent_dim:
+        return X
+    spread = float(X[counts > 0].std(0).min())
+    pad = 0.1 * (spread if spread > 0 else 1.0) * as_rng(seed).standard_normal((n_entities, latent_dim - anchored))
+    return np.hstack([X, pad])  # [n_entities, Q]
 
 
 def complete_views(centred: list[np.ndarray], observed: list[np.ndarray | None], n_entities: int, rank: int,

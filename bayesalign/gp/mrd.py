@@ -228,7 +228,8 @@ class MRD(LatentGPBase):
             numbers of rows. The initialisation is per entity: "pca", "pca_split" and "cca" are
             computed on the entities every view observes and carried to every other row by a
             least-squares map from its view (:func:`~bayesalign.gp.initialisation.anchored_latent`;
-            with fewer than Q + 2 such entities, on the views completed by a rank-Q SVD,
+            C < Q + 2 such entities anchor C - 2 dimensions, the others start small and random;
+            with fewer than 3, on the views completed by a rank-Q SVD,
             :func:`~bayesalign.gp.initialisation.complete_views`); an init array has one row per
             entity; a LatentEmbedding one row per row of each view (an entity gets the mean).
         n_entities : int, optional
