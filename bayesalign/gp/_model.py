@@ -31,6 +31,7 @@ from .initialisation import (
     complete_views,
     entity_means_from_embedding,
     init_latent,
+    partial_latent,
 )
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .model_file import load_model, save_model
@@ -224,10 +225,7 @@ class LatentGPBase(BaseEstimator):
         if partial and isinstance(init, LatentEmbedding):
             return entity_means_from_embedding(init, names, observed, N, Q)
         if partial and isinstance(init, str) and init != "random":
-            X0 = anchored_latent(init, names, centred, observed, N, Q, self.seed)  # [N, Q], or None
-            if X0 is None:  # too few entities seen by every view: complete the views by a low-rank SVD
-                X0 = init_latent(init, names, complete_views(centred, observed, N, Q), Q, self.seed)
-            return X0
+            return partial_latent(init, names, centred, observed, N, Q, self.seed)  # [N, Q]
         return init_latent(init, names, centred, Q, self.seed, n_rows=N)  # [N, Q]
 
     def _warn_unconverged(self, budget: int, asked: int, stacklevel: int) -> None:

@@ -19,7 +19,7 @@ from .._utils import as_rng
 from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
 
 __all__ = ["anchored_latent", "as_paired_views", "as_views", "cca_latent", "centre_view", "check_observed",
-           "complete_views", "entity_means_from_embedding", "init_latent"]
+           "complete_views", "entity_means_from_embedding", "init_latent", "partial_latent"]
 
 _INITS = ("pca", "pca_split", "cca", "random")
 
@@ -174,6 +174,17 @@ def anchored_latent(init: str, names: list[str], centred: list[np.ndarray], obse
     spread = float(X[counts > 0].std(0).min())
     pad = 0.1 * (spread if spread > 0 else 1.0) * as_rng(seed).standard_normal((n_entities, latent_dim - anchored))
     return np.hstack([X, pad])  # [n_entities, Q]
+
+
+def partial_latent(init: str, names: list[str], centred: list[np.ndarray], observed: list[np.ndarray | None],
+                   n_entities: int, latent_dim: int, seed) -> np.ndarray:
+    """Initial q(X) means [n_entities, Q] of the named start ``init`` ("pca", "pca_split", "cca") under partial
+    observation: :func:`anchored_latent`, or, with fewer than 3 entities seen by every view, ``init`` of the
+    views completed by :func:`complete_views`. The start of both engines (MRD and StochasticMRD)."""
+    X = anchored_latent(init, names, centred, observed, n_entities, latent_dim, seed)  # [N, Q], or None
+    if X is None:
+        X = init_latent(init, names, complete_views(centred, observed, n_entities, latent_dim), latent_dim, seed)
+    return X
 
 
 def complete_views(centred: list[np.ndarray], observed: list[np.ndarray | None], n_entities: int, rank: int,

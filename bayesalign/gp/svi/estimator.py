@@ -26,7 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ...data import AlignmentProblem, LatentEmbedding, Views
 from ...data.views import check_view
 from ..inference import nearest_observed_rows
-from ..initialisation import check_observed, complete_views, entity_means_from_embedding, init_latent
+from ..initialisation import check_observed, entity_means_from_embedding, init_latent, partial_latent
 from ..kernels import (
     ard_relevance,
     make_kernel,
@@ -120,8 +120,9 @@ class StochasticMRD(BaseEstimator):
         A name for :func:`~bayesalign.gp.make_kernel` (ARD), or a kernel copied for every view; one
         kernel per view. Priors registered on it (and on the likelihoods) enter the ELBO.
     init : {"pca", "random"}, LatentEmbedding or array [N, Q]
-        Initial q(X) means (as :class:`~bayesalign.gp.MRD`; missing entries and unobserved entities
-        are filled in by a low-rank SVD first).
+        Initial q(X) means (as :class:`~bayesalign.gp.MRD`: "pca" of the complete views, or under partial
+        observation on the entities every view observes, carried to the others,
+        :func:`~bayesalign.gp.initialisation.partial_latent`; a missing entry starts at its column mean).
     init_variance : float
         Initial q(X) variance (smaller than MRD's 0.1: Adam moves it slowly, and a wide q(X) costs the
         sampled bound much early on; measured in benchmarks/RESULTS.md, "SVI engine").
@@ -418,8 +419,8 @@ class StochasticMRD(BaseEstimator):
             Y = np.log1p(Y) if lik in ("poisson", "negative_binomial") else Y  # counts on a log scale
             Y = Y - np.nanmean(Y, 0)
             blocks.append(np.where(np.isnan(Y), 0.0, Y))  # a missing entry starts at its column mean
-        if any(r is not None for r in observed):
-            blocks = complete_views(blocks, observed, N, Q)
+        if any(r is not None for r in observed):  # learned on the entities every view observes, as MRD's
+            return partial_latent("pca", names, blocks, observed, N, Q, self.seed)
         return init_latent("pca", names, blocks, Q, self.seed, n_rows=N)
 
     def _time_covariance(self, time_index, N, dtype, device) -> torch.Tensor:
