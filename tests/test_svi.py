@@ -430,6 +430,20 @@ def test_embedding_start_under_partial_observation(toy_views):
                        (mean[3] - mean[20]) * scale, atol=1e-10)
 
 
+def test_pca_start_under_partial_observation_is_the_collapsed_engine_s(toy_views):
+    # init="pca" with views of different entities: the start learned on the entities both views observe and carried
+    # to the others (partial_latent), the collapsed engine's; it used to complete the views by a low-rank SVD
+    from bayesalign.gp.initialisation import partial_latent
+
+    a, b = toy_views["a"], toy_views["b"]
+    rows_b = np.r_[0:10, 60:110]  # entities 0-9 seen by both views, 10-59 by "a" only, 60-109 by "b" only
+    model = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, init="pca", max_epochs=0, progress=False, seed=0),
+                   {"a": a, "b": b}, observed={"a": np.arange(60), "b": rows_b})
+    expected = partial_latent("pca", ["a", "b"], [a - a.mean(0), b - b.mean(0)], [np.arange(60), rows_b], 110, 2, 0)
+    np.testing.assert_allclose(model.latent_mean_, expected, rtol=1e-9, atol=1e-9)  # the start itself, untrained
+    assert model.latent_mean_.shape == (110, 2) and np.isfinite(model.latent_mean_).all()
+
+
 def test_lbfgs_from_scratch_reaches_the_collapsed_bound(toy_views):
     # optimizer="lbfgs": q(u) at its optimum at every evaluation, L-BFGS on the rest, i.e. the collapsed bound as a
     # function of the other parameters. From the same PCA start as a converged collapsed MRD, on MRD's toy, it
