@@ -491,7 +491,9 @@ def test_continue_fit_goes_on_from_the_fitted_parameters_and_a_new_prior_counts_
     assert swapped.elbo() == pytest.approx(expected, rel=1e-9)
     assert swapped.n_iter_ == n_before + 1 and swapped.module_.latent_prior is not model.module_.latent_prior
     # more evaluations under the same prior: no warm-up, the history goes on, the bound does not drop
-    with pytest.warns(ConvergenceWarning):  # a 30-evaluation budget stops before the tolerance
+    # a 30-evaluation budget stops before the tolerance, and the warning counts them as further evaluations
+    with pytest.warns(ConvergenceWarning, match=rf"after {n_before + 30} bound evaluations, at the end of the 30 "
+                      r"further evaluations continue_fit was given"):
         more = copy.deepcopy(model).continue_fit(max_iter=30)
     assert more.n_iter_ == n_before + 30 and len(more.history_) == n_before + 30
     assert more.elbo() >= before - 1e-6 * abs(before)

@@ -232,7 +232,9 @@ class LatentGPBase(BaseEstimator):
         """ConvergenceWarning: the fit stopped at its ``budget`` of evaluations (``asked`` in this call) or on
         the optimiser's own stop, before the tolerance."""
         if self.n_iter_ >= budget:
-            why, advice = f"at max_iter={asked}", "raise max_iter"
+            why = f"at max_iter={asked}" if asked == budget else f"at the end of the {asked} further evaluations " \
+                f"continue_fit was given"
+            advice = "raise max_iter"
         else:  # the optimiser gave up on its own (e.g. a line search that found no better point)
             message = getattr(self, "optimizer_message_", "") or "no reason given"
             why, advice = f"by the optimiser's own stop ({message})", "try another init or seed"
