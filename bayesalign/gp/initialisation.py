@@ -147,8 +147,8 @@ def anchored_latent(init: str, names: list[str], centred: list[np.ndarray], obse
     C entities seen by every view determine at most C - 2 such dimensions (``init`` of C rows, and
     a map with an intercept fitted on them). With fewer than Q + 2 of them, the first C - 2
     dimensions are anchored as above and the other Q - C + 2 start at small random values (10% of
-    the smallest anchored dimension's spread, as GPy pads a PCA start), which the fit can use or
-    switch off; completing the views instead started each view in latent directions of its own and
+    the smallest anchored dimension's spread, as MAD's anchors-only start pads its PCA), which the
+    fit can use or switch off; completing the views instead started each view in latent directions of its own and
     the fit kept them apart (benchmarks/RESULTS.md, "Few anchors"). None when fewer than 3
     entities are observed by every view."""
     blocks, masks = _entity_blocks(centred, observed, n_entities)
