@@ -239,7 +239,9 @@ class MAD(BaseEstimator):
     latent_dim : int
         Q, the number of latent dimensions of MRD; ARD switches off those the data do not need.
         10 by default (5 before 2026-11-25; the comparison is in benchmarks/RESULTS.md, "Shared
-        dimensions by resolution").
+        dimensions by resolution"). With fewer anchor groups G than latent_dim + 2, the all-rows model's
+        "pca" and "cca" starts anchor the G - 2 dimensions the anchors determine and start the others
+        small (:func:`bayesalign.gp.initialisation.anchored_latent`; "Few anchors" in the same file).
     num_inducing : int
         Inducing inputs of MRD, capped at the number of latent points it fits (the anchors with
         ``training="anchors"``, every entity with ``"all_rows"``). The cost of a bound evaluation grows
