@@ -433,7 +433,7 @@ def cmd_experiment(args) -> int:
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="a few-minute MAD run on shipped real data against spectral baselines",
                        description="MAD against two spectral baselines (joint Laplacian, Procrustes) on "
-                       "shipped real data at 25%% and 50%% anchors: CMU motion capture (a walk, its 59 "
+                       "shipped real data at 25% and 50% anchors: CMU motion capture (a walk, its 59 "
                        "channels split into two views; the MAD paper's setting) or scikit-learn's digit "
                        "halves (top vs bottom half of 100 zeros). Prints the table; writes it, accuracy "
                        "against anchors and a reliability diagram of the match probabilities to --out.")

@@ -591,3 +591,22 @@ def test_an_interrupt_a_library_swallowed_still_writes_nothing(files, capsys, mo
     assert code == 130 and "interrupted; no output written" in err
     assert not (folder / "m.csv").exists()
     assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
+
+
+def test_every_command_s_help_prints_without_escapes_or_placeholders():
+    """Each subcommand's --help renders: no doubled percent sign (argparse formats arguments' help with %,
+    not descriptions) and no unformatted placeholder."""
+    import argparse
+    import contextlib
+    import io
+
+    from bayesalign.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in [("bayesalign", parser), *commands.items()]:
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            sub.print_help()
+        assert text.getvalue().strip(), name
+        assert "%%" not in text.getvalue() and "%(" not in text.getvalue(), name
