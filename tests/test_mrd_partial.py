@@ -301,6 +301,12 @@ def test_anchored_init_puts_unaligned_rows_of_every_view_in_one_space():
     np.testing.assert_allclose(X[few, 0], X[:60, 0], atol=1e-9)
     assert 0.0 < X[:, 1].std() < 0.2 * X[:60, 0].std()  # 10% of the anchored spread, as drawn
     assert not np.allclose(X[few[3:], 1], X[3:60, 1])  # a random start: nothing carried across the views
+    # 5 anchor 3 dimensions, but the rank-2 data give the third none: the padding takes 10% of the smallest
+    # spread the anchors did reach, not of the empty one (which would start the fourth dimension at 0 too)
+    few5 = np.r_[np.arange(5), np.arange(60, 115)]
+    X = anchored_latent("pca", ["a", "b"], [a - a.mean(0), b - b.mean(0)], [np.arange(60), few5], 120, 4, seed=0)
+    spread = X.std(0)
+    assert spread[2] < 1e-6 and 0.05 * spread[:2].min() < spread[3] < 0.2 * spread[:2].min()
     # fewer than 3: None (the caller completes the views instead)
     assert anchored_latent("pca", ["a", "b"], [a, b], [np.arange(60), np.r_[np.arange(2), np.arange(60, 118)]],
                            120, 2, seed=0) is None

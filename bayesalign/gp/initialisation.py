@@ -171,8 +171,10 @@ def anchored_latent(init: str, names: list[str], centred: list[np.ndarray], obse
     X = X / scale if scale > 0 else X
     if anchored == latent_dim:
         return X
-    spread = float(X[counts > 0].std(0).min())
-    pad = 0.1 * (spread if spread > 0 else 1.0) * as_rng(seed).standard_normal((n_entities, latent_dim - anchored))
+    spreads = X[counts > 0].std(0)  # [anchored], the largest 1 (or all 0)
+    used = spreads[spreads > 1e-6]  # a dimension the anchors' rank did not reach has none
+    spread = float(used.min()) if used.size else 1.0
+    pad = 0.1 * spread * as_rng(seed).standard_normal((n_entities, latent_dim - anchored))
     return np.hstack([X, pad])  # [n_entities, Q]
 
 
