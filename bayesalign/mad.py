@@ -65,7 +65,9 @@ __all__ = ["COSTS", "MAD", "MATCHERS", "MIN_ANCHORS", "anchor_groups", "evaluate
 
 #: MRD needs a few paired rows to estimate a latent space and its relevance weights.
 MIN_ANCHORS = 3
-#: Fewest anchor pairs ``MAD.calibrate_temperature`` fits a temperature on.
+#: Fewest anchor pairs ``MAD.calibrate_temperature`` fits a temperature on both ways (with fewer, T only at or
+#: above the posterior temperature), ``MAD.cross_view_misfit`` estimates a misfit on and a correspondence round is
+#: judged on.
 MIN_CALIBRATION_PAIRS = 10
 #: The named temperatures of the match probabilities: fitted on the anchors, or the model's posterior one.
 TEMPERATURES = ("anchors", "posterior")
@@ -284,7 +286,8 @@ class MAD(BaseEstimator):
         T of the probabilities ``exp(-cost / T)``. ``"anchors"`` (default): T fitted on the
         anchor pairs (:meth:`calibrate_temperature`, temperature scaling on the anchors
         re-inferred view by view, at the first :meth:`align`; with fewer than
-        ``MIN_CALIBRATION_PAIRS`` anchor pairs a RuntimeWarning and the posterior temperature).
+        ``MIN_CALIBRATION_PAIRS`` anchor pairs a RuntimeWarning and T only at or above the posterior
+        temperature, without any the posterior temperature).
         ``"posterior"`` (or None): 1 for the likelihood cost (the Gibbs distribution of the
         permutation posterior); for the mean cost 2 (s_a + s_b), with s_a, s_b the average
         posterior variances in the shared dimensions, which makes exp(-D**/T) the likelihood of
@@ -405,8 +408,9 @@ class MAD(BaseEstimator):
     calibration_ : dict (a, b, cost) -> dict
         Temperatures fitted on the anchors by :meth:`calibrate_temperature` (with
         ``temperature="anchors"``, the default, at the first :meth:`align`): ``temperature``, ``pairs``,
-        ``objective``, ``objective_at_posterior_temperature``, ``posterior_temperature``, ``fallback``, ``misfit``
-        (whether the cost had the cross-view misfit).
+        ``objective``, ``objective_at_posterior_temperature``, ``posterior_temperature``, ``fallback`` (no anchor
+        pair: the posterior temperature), ``one_sided`` (fewer than ``MIN_CALIBRATION_PAIRS``: T searched at or
+        above the posterior temperature only), ``misfit`` (whether the cost had the cross-view misfit).
     timings_ : dict
         Seconds of the last MRD fit (``fit_seconds``) and of the inference of every view's
         unaligned rows (``infer_seconds``).
@@ -1510,7 +1514,10 @@ class MAD(BaseEstimator):
         nearest one already solved, ``warm_start`` of :func:`~bayesalign.matching.sinkhorn`). The
         anchors shaped the mappings they are re-inferred under, so they are not exchangeable with
         the unaligned rows they calibrate, and T* can err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
-        ``MIN_CALIBRATION_PAIRS`` anchor pairs: a RuntimeWarning and the posterior temperature.
+        ``MIN_CALIBRATION_PAIRS`` anchor pairs (but some): a RuntimeWarning, and the search only over T at or
+        above the posterior temperature (``one_sided``): a few anchors matched at low probability are strong
+        evidence that the model is overconfident, a few matched well are weak evidence that it is timid
+        (benchmarks/RESULTS.md, "Few anchors"). No anchor pair: a RuntimeWarning and the posterior temperature.
         The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
         objective at T* and at the posterior temperature).
         """
@@ -1528,12 +1535,17 @@ class MAD(BaseEstimator):
         anchors = self.problem_.anchors_between(a, b)
         record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default,
                   "misfit": misfit}
-        if len(anchors) < MIN_CALIBRATION_PAIRS:
-            warnings.warn(f"views {a!r} and {b!r} have {len(anchors)} anchor pairs, fewer than "
-                          f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}, to fit the temperature on; the "
-                          f"probabilities use the posterior temperature {default:.3g}", RuntimeWarning, stacklevel=3)
-            self.calibration_[key] = {**record, "temperature": default, "fallback": True}
+        if len(anchors) == 0:
+            warnings.warn(f"views {a!r} and {b!r} have no anchor pair to fit the temperature on; the probabilities "
+                          f"use the posterior temperature {default:.3g}", RuntimeWarning, stacklevel=3)
+            self.calibration_[key] = {**record, "temperature": default, "fallback": True, "one_sided": False}
             return default
+        one_sided = len(anchors) < MIN_CALIBRATION_PAIRS
+        if one_sided:
+            warnings.warn(f"views {a!r} and {b!r} have {len(anchors)} anchor pairs, fewer than "
+                          f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}: the temperature fitted on them may "
+                          f"only flatten the probabilities (T >= the posterior temperature {default:.3g})",
+                          RuntimeWarning, stacklevel=3)
         pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, cost)
         true_cost = pair_costs(cost, *pool_a, *pool_b, true_a, true_b)  # [n]
         dense = pool_a[0].shape[0] * pool_b[0].shape[0] <= SPARSE_ABOVE
@@ -1568,12 +1580,15 @@ class MAD(BaseEstimator):
         # one step per Sinkhorn solve of the search (about a dozen), on a terminal only
         with tqdm(desc=f"temperature {a}-{b}", unit="solve", leave=False,
                   disable=None if self.progress else True) as bar:
-            found = minimize_scalar(objective, bounds=(centre - np.log(10), centre + 4 * np.log(10)),
+            found = minimize_scalar(objective, bounds=(centre - (0.0 if one_sided else np.log(10)),
+                                                       centre + 4 * np.log(10)),
                                     method="bounded", options={"xatol": 0.05})
             at_posterior = objective(centre)
-        T = float(np.exp(found.x))
-        self.calibration_[key] = {**record, "temperature": T, "fallback": False, "objective": float(found.fun),
-                                  "objective_at_posterior_temperature": at_posterior}
+        T, best = float(np.exp(found.x)), float(found.fun)
+        if one_sided and at_posterior <= best:  # the bounded search never tries its bound itself
+            T, best = default, at_posterior
+        self.calibration_[key] = {**record, "temperature": T, "fallback": False, "one_sided": one_sided,
+                                  "objective": best, "objective_at_posterior_temperature": at_posterior}
         # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
         # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
         f, g, T0 = nearest(T)

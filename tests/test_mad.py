@@ -514,16 +514,28 @@ def test_alignment_at_the_fitted_temperature_starts_from_the_searchs_potentials(
     assert given == [None]
 
 
-def test_temperature_from_too_few_anchors_falls_back_with_a_warning():
+def test_temperature_from_few_anchors_may_only_flatten_the_probabilities():
+    """Fewer than MIN_CALIBRATION_PAIRS anchor pairs: a warning, and T searched at or above the posterior temperature
+    only; it is the posterior temperature itself where nothing above it does better, and it rises where the anchors
+    are matched at low probability (a model without enough iterations to be sure of anything)."""
     from bayesalign.datasets import mad_toy
     from bayesalign.mad import MAD
 
     problem = mad_toy("linear_shared", seed=1, n_anchors=5)
-    mad = MAD(latent_dim=2, num_inducing=5, seed=0, training="anchors", temperature="anchors",
-              mrd_options=dict(max_iter=30, warmup_iters=10)).fit(problem)
-    with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS"):
-        al = mad.align()
-    assert al.info["temperature"] == 1.0 and mad.calibration_[("Y1", "Y2", "likelihood")]["fallback"]
+    key = ("Y1", "Y2", "likelihood")
+    temperatures = {}
+    for max_iter in (30, 2):  # measured (seed 0): T = 1 (nothing above it is better) and T = 4.2
+        mad = MAD(latent_dim=2, num_inducing=5, seed=0, training="anchors", temperature="anchors",
+                  mrd_options=dict(max_iter=max_iter, warmup_iters=min(10, max_iter - 1))).fit(problem)
+        with pytest.warns(RuntimeWarning, match="MIN_CALIBRATION_PAIRS = 10: the temperature fitted on them may only"):
+            al = mad.align()
+        record = mad.calibration_[key]
+        assert record["one_sided"] and not record["fallback"] and record["pairs"] == 5
+        assert al.info["temperature"] == record["temperature"] >= record["posterior_temperature"] == 1.0
+        assert record["objective"] <= record["objective_at_posterior_temperature"]
+        temperatures[max_iter] = record["temperature"]
+    assert temperatures[30] == 1.0  # exactly the posterior temperature: the search's bound, taken as such
+    assert temperatures[2] > 2.0  # two evaluations: the anchors re-inferred match badly, the probabilities flatten
     with pytest.raises(ValueError, match="'anchors', 'posterior'"):
         MAD(temperature="calibrated").fit(problem)
     with pytest.raises(ValueError, match="temperature must be positive"):
