@@ -39,7 +39,6 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 
-from ._utils import as_rng
 from .data import Alignment, AlignmentProblem, LatentEmbedding, Views
 from .matching import (
     COSTS,
@@ -160,10 +159,10 @@ def _anchor_init(train, latent_dim: int, seed):
 
     PCA of G anchor rows has at most min(G - 1, columns) components (MRD refuses more); MAD, which
     must work from a handful of anchors, takes those (the MRD "pca" initialisation) and starts the
-    remaining dimensions at small random values (10% of the smallest PCA component's spread), as
-    GPy's initialisation does, with a warning.
+    remaining dimensions at small random values (10% of the smallest PCA component's spread,
+    :func:`bayesalign.gp.initialisation.pad_latent`), with a warning.
     """
-    from .gp.initialisation import init_latent
+    from .gp.initialisation import init_latent, pad_latent
 
     names = list(train.names)
     centred = [train[n] - train[n].mean(0) for n in names]
@@ -173,10 +172,7 @@ def _anchor_init(train, latent_dim: int, seed):
         return None
     warnings.warn(f"MAD: {G} anchors allow {limit} PCA dimensions of latent_dim={latent_dim}; the other "
                   f"{latent_dim - limit} start at small random values", RuntimeWarning, stacklevel=4)
-    X = init_latent("pca", names, centred, limit, seed)  # [G, limit]
-    spread = float(X.std(0).min()) if limit else 1.0
-    pad = 0.1 * spread * as_rng(seed).standard_normal((G, latent_dim - limit))  # [G, latent_dim - limit]
-    return np.hstack([X, pad])
+    return pad_latent(init_latent("pca", names, centred, limit, seed), latent_dim, seed)  # [G, latent_dim]
 
 
 def _mean_filled(views: Views) -> Views:

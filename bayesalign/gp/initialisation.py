@@ -19,7 +19,7 @@ from .._utils import as_rng
 from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
 
 __all__ = ["anchored_latent", "as_paired_views", "as_views", "cca_latent", "centre_view", "check_observed",
-           "complete_views", "entity_means_from_embedding", "init_latent", "partial_latent"]
+           "complete_views", "entity_means_from_embedding", "init_latent", "pad_latent", "partial_latent"]
 
 _INITS = ("pca", "pca_split", "cca", "random")
 
@@ -169,13 +169,20 @@ def anchored_latent(init: str, names: list[str], centred: list[np.ndarray], obse
     X = total / np.maximum(counts, 1.0)[:, None]  # [n_entities, anchored]
     scale = X[counts > 0].std(0).max()
     X = X / scale if scale > 0 else X
-    if anchored == latent_dim:
+    return pad_latent(X, latent_dim, seed, spread_rows=counts > 0)  # [n_entities, Q]
+
+
+def pad_latent(X: np.ndarray, latent_dim: int, seed, spread_rows=None) -> np.ndarray:
+    """A start X [N, q] with fewer dimensions than ``latent_dim``, the others appended at small random values:
+    normal with 10% of the smallest spread among X's columns (over ``spread_rows``, default all) that have
+    one (a column the data's rank did not reach has none; 1 when none has). X itself when q = latent_dim."""
+    missing = latent_dim - X.shape[1]
+    if missing <= 0:
         return X
-    spreads = X[counts > 0].std(0)  # [anchored], the largest 1 (or all 0)
-    used = spreads[spreads > 1e-6]  # a dimension the anchors' rank did not reach has none
+    spreads = (X if spread_rows is None else X[spread_rows]).std(0)  # [q]
+    used = spreads[spreads > 1e-6 * max(float(spreads.max(initial=0.0)), 1e-300)]
     spread = float(used.min()) if used.size else 1.0
-    pad = 0.1 * spread * as_rng(seed).standard_normal((n_entities, latent_dim - anchored))
-    return np.hstack([X, pad])  # [n_entities, Q]
+    return np.hstack([X, 0.1 * spread * as_rng(seed).standard_normal((X.shape[0], missing))])
 
 
 def partial_latent(init: str, names: list[str], centred: list[np.ndarray], observed: list[np.ndarray | None],
