@@ -32,7 +32,9 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   optimiser, ``--init pca`` for StochasticMRD's PCA start instead of MAD's joint-Laplacian one). Beside it an
   oracle that is told the latent points that generated the toy: each view's linear map and noise fitted by
   least squares on them, then the exact Gaussian posterior of the shared latent from each row's observed
-  entries, matched the same way; its loss from the holes is what the data themselves cost.
+  entries, matched the same way (on its marginal variances, as MAD's diagonal cost) and on its full
+  covariance (a holed row's posterior is tilted its own way); its loss from the holes is what the data
+  themselves cost.
 --resolution: ``StochasticMRD.resolution_`` on ``--n`` rows of the scale workload (one epoch fitted first):
   seconds of the derivatives of the predictive mean through ``ViewGP.mean_jacobian`` (k(x, Z) alpha) against
   reverse mode through GPyTorch's predictive mean (``ViewGP.marginals``, what it did before), side by side in
