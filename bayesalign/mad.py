@@ -1331,7 +1331,7 @@ class MAD(BaseEstimator):
         b = views.names[1] if view is None else views.name_of(view)
         a = next(v for v in views.names if v != b) if other is None else views.name_of(other)
         a, b = self._pair(a, b)
-        y = np.asarray(y, dtype=np.float64).reshape(1, -1)
+        y = self._rows_as_fitted(b, np.asarray(y, dtype=np.float64).reshape(1, -1))
         state = self._stream.get((a, b))
         if state is None:
             rows_a, mean_a, var_a, _, _, _, dims = self._candidates(a, b)
@@ -1364,12 +1364,21 @@ class MAD(BaseEstimator):
         """Forget the rows streamed by :meth:`match_one` (every row of a is free again)."""
         self._stream = {}
 
+    def _rows_as_fitted(self, view: str, Y: np.ndarray) -> np.ndarray:
+        """New rows [n, p] of ``view`` as the fitted model saw that view's rows: with ``standardize=True``
+        mapped by the training view's column means and deviations (``Views.column_scaling``), else as given."""
+        n_columns = self.model_.n_features_in_[view]
+        if Y.shape[1] != n_columns:
+            raise ValueError(f"view {view!r}: the row has {Y.shape[1]} values, the view has {n_columns} columns")
+        if not self.standardize:
+            return Y
+        centre, scale = self.problem_.views.column_scaling(view)
+        return (Y - centre) / scale
+
     def _infer_streaming(self, view: str, y: np.ndarray, state: dict):
-        """q_b(x_t | X_A, X_B-hat): infer against view b's q(u) refreshed with the arrived rows."""
+        """q_b(x_t | X_A, X_B-hat): infer against view b's q(u) refreshed with the arrived rows (``y`` and
+        the arrived rows as the model saw its training rows, :meth:`_rows_as_fitted`)."""
         model = self.model_
-        if y.shape[1] != model.n_features_in_[view]:
-            raise ValueError(f"view {view!r}: the row has {y.shape[1]} values, the view has "
-                             f"{model.n_features_in_[view]} columns")
         context = None
         if state["Y"]:
             context = (np.asarray(state["Y"]), np.asarray(state["q_mean"]), np.asarray(state["q_var"]))

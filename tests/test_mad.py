@@ -242,6 +242,38 @@ def test_match_one_streams_with_the_updated_posterior(toy):
     mad.reset_stream()
 
 
+def test_match_one_maps_a_raw_row_as_the_standardised_fit_saw_its_rows(toy, tmp_path):
+    # standardize=True fits on standardised columns: a streamed raw row must be mapped by the training view's
+    # column means and deviations (it was passed raw until 2026-11-25, a posterior of the wrong data)
+    from bayesalign.mad import MAD
+
+    problem, _, _ = toy
+    scales = np.logspace(-2, 2, problem.views.n_features["Y2"])  # columns in very different units
+    problem = problem.replace(views=type(problem.views)({"Y1": problem.views["Y1"],
+                                                          "Y2": problem.views["Y2"] * scales}))
+    mad = MAD(latent_dim=3, num_inducing=10, seed=0, training="anchors", standardize=True,
+              mrd_options=dict(max_iter=60, warmup_iters=20)).fit(problem)
+    j = int(mad.posteriors_["Y2"][0][0])
+    y = problem.views["Y2"][j]
+    centre, scale = problem.views.column_scaling("Y2")
+    np.testing.assert_allclose(problem.views.standardised()["Y2"][j], (y - centre) / scale, rtol=1e-12)
+    expected, _ = mad.model_.infer("Y2", ((y - centre) / scale)[None])
+    for model in (mad, MAD.load(_saved(mad, tmp_path))):
+        model.reset_stream()
+        model.match_one(y, view="Y2")
+        np.testing.assert_allclose(model._stream[("Y1", "Y2")]["q_mean"][0], expected[0], atol=1e-6)
+    raw, _ = mad.model_.infer("Y2", y[None])  # what the raw row would have given: far from it
+    assert np.abs(raw[0] - expected[0]).max() > 0.1
+    with pytest.raises(ValueError, match="view 'Y2': the row has 3 values"):
+        mad.match_one(y[:3], view="Y2")
+
+
+def _saved(mad, tmp_path):
+    path = tmp_path / "mad.npz"
+    mad.save(path)
+    return path
+
+
 def test_self_training_adds_right_pairs(toy):
     import copy
 

@@ -260,13 +260,21 @@ class Views(Mapping):
         """
         out = {}
         for name, array in self._arrays.items():
-            spread = np.nanstd(array, 0)  # [p]; NaN (missing) entries left out
-            z = (array - np.nanmean(array, 0)) / np.where(spread > 0, spread, 1.0)
+            centre, scale = self.column_scaling(name)
+            z = (array - centre) / scale
             z.setflags(write=False)
             out[name] = z
         new = object.__new__(Views)
         new._arrays = out
         return new
+
+    def column_scaling(self, view) -> tuple[np.ndarray, np.ndarray]:
+        """(means [p], scales [p]) by which :meth:`standardised` maps view's rows, ``(y - means) / scales``:
+        the columns' means and standard deviations over the observed entries, a constant column's scale 1.
+        New rows of the view (e.g. streamed to a model fitted on standardised views) take the same map."""
+        array = self._arrays[self.name_of(view)]
+        spread = np.nanstd(array, 0)  # [p]; NaN (missing) entries left out
+        return np.nanmean(array, 0), np.where(spread > 0, spread, 1.0)
 
     def take(self, rows: Mapping[str, np.ndarray]) -> Views:
         """New Views with the given rows of each view (views not named are kept whole)."""
