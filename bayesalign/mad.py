@@ -1312,7 +1312,10 @@ class MAD(BaseEstimator):
         q(u)); q(x_t) is then the optimum of view b's bound term for y_t under that q(u)
         (:func:`bayesalign.gp.inference.infer_latent`). The earlier arrivals' q(x) are not
         re-optimised (one block of coordinate ascent per arrival). For the first arrival this
-        is exactly ``MRD.infer``.
+        is exactly ``MRD.infer``. With ``engine="svi"`` q(u) is the fitted variational
+        distribution, not one derived from rows, so it is not refreshed: every arrival is
+        inferred as :meth:`StochasticMRD.infer <bayesalign.gp.StochasticMRD.infer>` infers a new
+        row, and only the used-up rows of a carry the stream's history.
 
         Parameters
         ----------
@@ -1379,6 +1382,8 @@ class MAD(BaseEstimator):
         """q_b(x_t | X_A, X_B-hat): infer against view b's q(u) refreshed with the arrived rows (``y`` and
         the arrived rows as the model saw its training rows, :meth:`_rows_as_fitted`)."""
         model = self.model_
+        if self.engine == "svi":  # q(u) is fitted, not derived from rows: nothing to refresh (match_one)
+            return model.infer(view, y)
         context = None
         if state["Y"]:
             context = (np.asarray(state["Y"]), np.asarray(state["q_mean"]), np.asarray(state["q_var"]))

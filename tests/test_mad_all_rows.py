@@ -88,6 +88,12 @@ def test_svi_engine_fits_every_row_and_matches(toy):
     np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
     # measured 0.87 with the graph prior (0.72 under N(0, I); 300 epochs, seed 0; the collapsed engine 0.89)
     assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
+    # the streaming matcher: each arrival inferred as StochasticMRD.infer does (raised a TypeError until 2026-11-25)
+    rows_b = mad.posteriors_["Y2"][0][:3]
+    taken = [mad.match_one(toy.views["Y2"][j], view="Y2")[0] for j in rows_b]
+    assert len(set(taken)) == 3 and set(taken) <= set(mad.posteriors_["Y1"][0].tolist())
+    first, _ = mad.model_.infer("Y2", toy.views["Y2"][rows_b[:1]])
+    np.testing.assert_allclose(mad._stream[("Y1", "Y2")]["q_mean"][0], first[0], atol=1e-6)
 
 
 def test_svi_engine_leaves_missing_entries_out_and_still_matches(toy):
