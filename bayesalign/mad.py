@@ -1139,6 +1139,16 @@ class MAD(BaseEstimator):
                               "Check bootstrap_ and give a few anchors if you can", RuntimeWarning, stacklevel=3)
         return self
 
+    def _discovered_between(self, a, b) -> dict | None:
+        """The pairs bootstrap / self-training discovered between a and b, oriented (a, b) (they are stored under
+        the order they were found in), or None."""
+        if (a, b) in self.discovered_:
+            return self.discovered_[(a, b)]
+        found = self.discovered_.get((b, a))
+        if found is None:
+            return None
+        return {**found, "index_a": found["index_b"], "index_b": found["index_a"]}
+
     def _discover(self, a, b, index_a, index_b, probability, cost, round_) -> None:
         found = self.discovered_.setdefault((a, b), {k: np.zeros(0, t) for k, t in (
             ("index_a", np.int64), ("index_b", np.int64), ("probability", float), ("cost", float),
@@ -1723,8 +1733,9 @@ class MAD(BaseEstimator):
         temperature : float, "anchors" or "posterior", optional
             Overrides the estimator's probability temperature (see the class docstring).
         order : int array, optional
-            Arrival order of the candidate rows of b for ``"myopic"`` (positions in
-            ``alignment.candidates_b``; default their row order).
+            Arrival order of the rows of b still to match, for ``"myopic"``: positions in
+            ``align(..., include_discovered=False).candidates_b`` (the same as ``candidates_b`` unless
+            bootstrap / self-training discovered pairs, whose rows are anchors now); default their row order.
         seed : optional
             Seed of perturb-and-MAP (default ``self.seed``).
         include_discovered : bool
@@ -1746,6 +1757,11 @@ class MAD(BaseEstimator):
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
         rows_a, _, _, rows_b, _, _, dims = self._shared_posteriors(a, b)
+        found = self._discovered_between(a, b)
+        if order is not None and found is not None and np.size(order) != rows_b.size:
+            raise ValueError(f"order lists {np.size(order)} rows, but {rows_b.size} rows of view {b!r} are still to "
+                             f"match: its positions are those of align(..., include_discovered=False).candidates_b "
+                             f"({found['index_b'].size} rows of {b!r} were discovered as pairs and are anchors now)")
         temperature = self._temperature(a, b, cost, temperature)
         fitted, warm = self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a, rows_b)
         embedding, match_dims = self._match_embedding(a, b, cost)
@@ -1759,7 +1775,6 @@ class MAD(BaseEstimator):
             info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"
         index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities
         cand_a, cand_b = rows_a, rows_b
-        found = self.discovered_.get((a, b))
         if include_discovered and found is not None and len(found["index_a"]):
             index_a = np.concatenate([found["index_a"], index_a])
             index_b = np.concatenate([found["index_b"], index_b])

@@ -42,7 +42,23 @@ def _jsonable(value):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":  # e.g. mrd_options' dtype
+        return str(value).removeprefix("torch.")  # "float32": MRD reads the name back
     return value
+
+
+def _json_params(params: dict) -> dict:
+    """MAD's parameters as JSON values, or a TypeError naming the one that has none (e.g. an object in
+    mrd_options): a file must load without running code, so objects are not pickled."""
+    out = {}
+    for name, value in params.items():
+        out[name] = _jsonable(value)
+        try:
+            json.dumps(out[name])
+        except TypeError as exc:
+            raise TypeError(f"MAD.save: parameter {name}={value!r} has no JSON form ({exc}); the file stores "
+                            f"parameters as JSON, never pickled objects") from None
+    return out
 
 
 def _correspondences(prefix, store, arrays) -> list:
@@ -81,7 +97,8 @@ def save_mad(model, path) -> None:
         arrays[f"embedding/{i}/mean"] = model.embedding_.means[name]
         arrays[f"embedding/{i}/var"] = model.embedding_.variance_of(name)
         if problem.labels and name in problem.labels:
-            arrays[f"labels/{i}"] = np.asarray(problem.labels[name]).astype(str)  # plain unicode, never objects
+            labels = np.asarray(problem.labels[name])  # numbers and booleans as they are, objects as unicode
+            arrays[f"labels/{i}"] = labels.astype(str) if labels.dtype == object else labels
     arrays["anchors_"] = np.asarray(model.anchors_, dtype=np.int64)
     discovered = {}
     for k, ((a, b), found) in enumerate(model.discovered_.items()):
@@ -96,7 +113,7 @@ def save_mad(model, path) -> None:
         for i, name in enumerate(names):
             arrays[f"entities/{i}"] = model.entities_[1][name]
     meta = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "params": _jsonable(params), "view_names": names,
+        "format": FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params), "view_names": names,
         "problem_name": problem.name, "anchors": _correspondences("anchors", problem.anchors, arrays),
         "truth": _correspondences("truth", problem.truth, arrays),
         "shared_dims": [[a, b, np.asarray(d).tolist()] for (a, b), d in model.shared_dims_.items()],

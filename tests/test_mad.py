@@ -288,6 +288,16 @@ def test_self_training_adds_right_pairs(toy):
     found = trained.discovered_[("Y1", "Y2")]
     assert (found["probability"] >= 0.9).all() and (found["round"] == 1).all()
     assert mad.self_training_history_ == []  # the original is untouched
+    # the other way round: the same pairs (align(b, a) dropped the discovered ones until 2026-11-25)
+    back = trained.align("Y2", "Y1")
+    assert back.info["n_discovered"] == first["added"] and len(back) == 90
+    assert set(zip(back.index_b.tolist(), back.index_a.tolist())) == set(zip(al.index_a.tolist(),
+                                                                             al.index_b.tolist()))
+    # myopic arrival order: positions among the rows still to match, said when given over all candidates
+    still = trained.align(include_discovered=False).candidates_b
+    assert trained.align(matcher="myopic", order=np.arange(still.size)[::-1]).info["n_discovered"] == first["added"]
+    with pytest.raises(ValueError, match="rows of view 'Y2' are still to match"):
+        trained.align(matcher="myopic", order=np.arange(al.candidates_b.size))
 
 
 def test_sparse_path_gives_the_dense_matching(toy):

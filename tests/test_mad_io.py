@@ -94,3 +94,27 @@ def test_a_file_from_before_the_cross_view_misfit_loads_without_it(fitted, tmp_p
     np.savez(old, **arrays)
     loaded = ba.MAD.load(old)
     assert loaded.misfit is None and loaded.align().info["misfit"] is False
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_parameters_and_labels_keep_their_kind_through_a_file(fitted, tmp_path):
+    # a torch dtype in mrd_options (MRD takes one) made json.dumps fail; numeric labels came back as strings
+    import copy
+
+    import torch
+
+    problem, mad = fitted
+    mad = copy.deepcopy(mad)
+    mad.mrd_options = {**mad.mrd_options, "dtype": torch.float64}
+    phase = np.linspace(0.0, 1.0, problem.views.n_samples["Y1"])
+    mad.problem_ = mad.problem_.replace(labels={"Y1": phase, "Y2": phase > 0.5})
+    mad.save(tmp_path / "mad.npz")
+    loaded = ba.MAD.load(tmp_path / "mad.npz")
+    assert loaded.mrd_options["dtype"] == "float64"
+    np.testing.assert_array_equal(loaded.problem_.labels["Y1"], phase)
+    np.testing.assert_array_equal(loaded.problem_.labels["Y2"], phase > 0.5)
+    assert loaded.problem_.labels["Y2"].dtype == bool
+    mad.mrd_options = {**mad.mrd_options, "callback": object()}
+    with pytest.raises(TypeError, match="parameter mrd_options=.* has no JSON form"):
+        mad.save(tmp_path / "other.npz")
+    assert not (tmp_path / "other.npz").exists()

@@ -575,6 +575,19 @@ def test_resolution_is_the_fisher_information_times_the_spread(fitted):
         assert resolution[name][sorted(used)].min() > 100 and resolution[name][off].max() < 1.0
 
 
+def test_resolution_of_a_float32_model(fitted):
+    # the inducing posterior is solved in float64 whatever the model's dtype: resolution_ raised "expected m1 and
+    # m2 to have the same dtype" on a float32 MRD (and so did MAD's default shared_by) until 2026-11-25
+    views, _ = fitted
+    model = MRD(latent_dim=5, num_inducing=12, max_iter=60, warmup_iters=20, progress=False, seed=0,
+                dtype="float32").fit(views)
+    resolution = model.resolution_
+    for name in ("a", "b"):
+        assert resolution[name].dtype == np.float32 and np.isfinite(resolution[name]).all()
+        # float32 derivatives against the float64-free hand formula on the same parameters: single precision
+        np.testing.assert_allclose(resolution[name], _rbf_resolution_by_hand(model, name), rtol=1e-3)
+
+
 def test_resolution_does_not_change_when_a_latent_dimension_is_rescaled(fitted):
     """x_q -> c x_q with Z_q -> c Z_q, S_q -> c^2 S_q and l_q -> c l_q leaves the model's functions as
     they are: the ARD relevance changes by 1 / c^2, the resolution must not."""

@@ -442,7 +442,7 @@ class LatentGPBase(BaseEstimator):
             with torch.no_grad():
                 mean = module.view_latent(v)[0].detach()  # [N_v, Q]
                 Z = module.inducing(v).detach()
-                alpha = module.posterior(v).alpha.detach()  # [M, D_v]
+                alpha = module.posterior(v).alpha.detach().to(mean.dtype)  # [M, D_v]; the posterior is float64
                 noise = module.noise[v].detach()
             kernel, (Q, M) = module.kernels[v], (mean.shape[1], Z.shape[0])
             total = mean.new_zeros(Q)
