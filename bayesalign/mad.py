@@ -463,6 +463,12 @@ class MAD(BaseEstimator):
         self.device = device
         self.progress = progress
         if mrd_kwargs:  # the deprecated spelling MAD(max_iter=...): kept working, stored where it belongs
+            from .gp import MRD
+
+            unknown = sorted(set(mrd_kwargs) - set(MRD._get_param_names()))
+            if unknown:  # neither MAD's nor MRD's: say so here, not as MRD's TypeError at fit
+                hint = " (self_training is an argument of MAD.fit)" if "self_training" in unknown else ""
+                raise TypeError(f"MAD() got unexpected keyword arguments {unknown}{hint}")
             warnings.warn(f"MAD({', '.join(f'{k}=...' for k in mrd_kwargs)}) is deprecated; pass "
                           f"mrd_options={{...}} instead", DeprecationWarning, stacklevel=2)
             mrd_options = {**(mrd_options or {}), **mrd_kwargs}
@@ -507,6 +513,13 @@ class MAD(BaseEstimator):
         reserved = {"latent_dim", "num_inducing", "kernel", "seed", "device", "progress"} & set(self.mrd_options or {})
         if reserved:
             raise ValueError(f"mrd_options must not set {sorted(reserved)}: they are MAD's own parameters")
+        from .gp import MRD, StochasticMRD
+
+        for name, estimator in (("mrd_options", MRD), ("svi_options", StochasticMRD)):
+            unknown = sorted(set(getattr(self, name) or {}) - set(estimator._get_param_names()))
+            if unknown:  # e.g. a fit() argument given as a parameter (MAD(self_training=True) lands in mrd_options)
+                raise ValueError(f"{name} has no {estimator.__name__} parameter {unknown}; "
+                                 f"{estimator.__name__} takes {estimator._get_param_names()}")
         for name, allowed in (("training", TRAININGS), ("latent_prior", LATENT_PRIORS), ("engine", ENGINES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

@@ -372,6 +372,13 @@ def test_mad_follows_the_estimator_contract():
         MAD(latent_dim=0).fit(problem)
     with pytest.raises(ValueError, match=r"mrd_options must not set \['seed'\]"):
         MAD(mrd_options={"seed": 1}).fit(problem)
+    # a keyword neither MAD nor MRD takes is said where it is given, not as MRD's TypeError at fit
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['self_training'\] \(self_training is an "
+                                        r"argument of MAD.fit\)"):
+        MAD(self_training=True)
+    for name, option in (("mrd_options", "max_epochs"), ("svi_options", "max_iter")):  # the other engine's word
+        with pytest.raises(ValueError, match=rf"{name} has no \w+ parameter \['{option}'\]"):
+            MAD(**{name: {option: 5}}).fit(problem)
 
 
 def _misfit_embedding(mad):
