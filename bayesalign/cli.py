@@ -259,7 +259,7 @@ def cmd_align(args) -> int:
     result = run_method(args.method, problem, latent_dim=args.latent_dim, seed=args.seed, device=args.device,
                         matcher=args.matcher, cost=args.cost, cost_limit=args.cost_limit, progress=True,
                         options=options)
-    anchor_list = [problem.anchors_between(a, b) for a, b in result.alignments]
+    anchor_list = [problem.anchors_between(a, b, implied=True) for a, b in result.alignments]
     if args.embedding and result.embedding is None:
         raise CommandError(f"{args.method} gives no latent coordinates to write to {args.embedding}")
     # all outputs or none: each is complete in its temporary file before any replaces its path
@@ -270,7 +270,7 @@ def cmd_align(args) -> int:
         has_probs = al.probabilities is not None and len(al) > 0
         conf = f", mean confidence {np.mean(al.probabilities):.3f}" if has_probs else ""
         _say(f"{a} <-> {b}: {len(al)} matched, {al.unmatched_a.size} of {a} and {al.unmatched_b.size} of {b} "
-             f"left unmatched, {len(problem.anchors_between(a, b))} anchors kept{conf}")
+             f"left unmatched, {len(problem.anchors_between(a, b, implied=True))} anchors kept{conf}")
     _say(f"wrote {args.out}" + (f" and {args.embedding}" if args.embedding else "")
          + f" ({result.seconds:.1f} s)")
     if args.plots:

@@ -375,7 +375,9 @@ class MAD(BaseEstimator):
     switched_off_views_ : list of str
         Views whose every ARD relevance is ~0 (warned: their rows carry no latent information).
     anchors_ : int array (G, V)
-        The rows it was trained on, one column per view (given anchors + discovered pairs).
+        The things seen in every view, one column per view (given anchors + discovered pairs); the
+        all-rows model also joins the rows that anchors tie in some of the views only (one latent point
+        seen by those views, ``entities_``).
     posteriors_ : dict view -> (rows, mean [n, Q], var [n, Q])
         q(x) of the rows of each view that are not training rows, inferred with that view's
         model only.
@@ -777,8 +779,9 @@ class MAD(BaseEstimator):
         r"""A partially observed MRD over every row (one latent point per entity; :meth:`MRD.fit` ``observed``).
 
         The bound is :math:`\sum_v F_v(Y_v; q(X)[\mathrm{obs}_v]) - \mathrm{KL}(q(X) \| p(X))`: each view's
-        collapsed bound over the entities it observes (an anchor group in all its views, any other
-        row in its own view alone), the KL over all entities. With ``latent_prior="graph"``, p(X) is
+        collapsed bound over the entities it observes (the rows anchors join, directly or through
+        other views, in the views they are seen in; any other row in its own view alone), the KL over all
+        entities. With ``latent_prior="graph"``, p(X) is
         the Gaussian Markov random field :math:`N(0, (I + \lambda L)^{-1})` of the union of the views'
         kNN graphs over the entities (:func:`bayesalign.graph.entity_graph`), which keeps a row
         near its neighbours, anchors among them. q(X) starts from each of ``starts`` (e.g. the
@@ -797,8 +800,13 @@ class MAD(BaseEstimator):
         views, names = self._views(problem), problem.views.names
         arrays = {v: np.asarray(views[v]) for v in names}
         groups = self.anchors_  # the given anchors seen by every view, and pairs found by bootstrap / self-training
-        anchors = [Correspondence((a, b), groups[:, i], groups[:, j])
-                   for i, a in enumerate(names) for j, b in enumerate(names) if i < j]
+        anchors = []  # every given pair (an anchor of some of the views is an entity those views share) and the groups
+        for i, a in enumerate(names):
+            for j, b in enumerate(names[i + 1:], i + 1):
+                given = problem.anchors_between(a, b)
+                pairs = np.unique(np.vstack([given.pairs, groups[:, [i, j]]]), axis=0)
+                if len(pairs):
+                    anchors.append(Correspondence((a, b), pairs[:, 0], pairs[:, 1]))
         train = AlignmentProblem(views, anchors=anchors)
         n_entities, rows = train.entities()  # one entity per training group, then one per other row
         Q = int(self.latent_dim)
@@ -948,7 +956,8 @@ class MAD(BaseEstimator):
             return int(self.correspondence_rounds)
         a, b = problem.views.names[:2]
         able = (self.engine == "collapsed" and self.training == "all_rows" and self.latent_prior == "graph"
-                and float(self.graph_strength) > 0 and len(problem.anchors_between(a, b)) >= MIN_CALIBRATION_PAIRS)
+                and float(self.graph_strength) > 0
+                and len(problem.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS)
         return int(able)
 
     def _refine_correspondences(self, problem: AlignmentProblem) -> None:
@@ -980,9 +989,10 @@ class MAD(BaseEstimator):
         a, b = names[0], names[1]
         if len(self.shared_dims(a, b)) == 0:  # already warned by the fit: nothing to match, nothing to refine
             return
-        if len(problem.anchors_between(a, b)) < MIN_CALIBRATION_PAIRS:
+        n_pairs = len(problem.anchors_between(a, b, implied=True))
+        if n_pairs < MIN_CALIBRATION_PAIRS:
             warnings.warn(f"correspondence_rounds: views {a!r} and {b!r} have "
-                          f"{len(problem.anchors_between(a, b))} anchor pairs, fewer than MIN_CALIBRATION_PAIRS = "
+                          f"{n_pairs} anchor pairs, fewer than MIN_CALIBRATION_PAIRS = "
                           f"{MIN_CALIBRATION_PAIRS}, to judge a round on; no round was run", RuntimeWarning,
                           stacklevel=3)
             return
@@ -1475,7 +1485,7 @@ class MAD(BaseEstimator):
         key = (a, b) if (a, b) in self.shared_dims_ else (b, a)
         self._shared_posteriors(*key)  # raises, naming the rule, when the views share no dimension
         if key not in self.misfit_:
-            anchors = self.problem_.anchors_between(*key)
+            anchors = self.problem_.anchors_between(*key, implied=True)
             if len(anchors) < MIN_CALIBRATION_PAIRS:
                 warnings.warn(f"views {key[0]!r} and {key[1]!r} have {len(anchors)} anchor pairs, fewer than "
                               f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}, to estimate their cross-view misfit "
@@ -1492,7 +1502,7 @@ class MAD(BaseEstimator):
         (cached until the next fit)."""
         if (a, b) not in self._reinferred:
             dims = self.shared_dims(a, b)
-            anchors = self.problem_.anchors_between(a, b)
+            anchors = self.problem_.anchors_between(a, b, implied=True)
             views = self._views(self.problem_)
             xa = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(a, views[a][anchors.index_a])]
             xb = [np.asarray(z, np.float64)[:, dims] for z in self._infer_rows(b, views[b][anchors.index_b])]
@@ -1508,7 +1518,7 @@ class MAD(BaseEstimator):
                              f"{self._shared_rule_text()}): there is nothing to match them in")
         rows_a, mean_a, var_a = self.posteriors_[a]
         rows_b, mean_b, var_b = self.posteriors_[b]
-        anchored = self.problem_.anchors_between(a, b)
+        anchored = self.problem_.anchors_between(a, b, implied=True)
         keep_a = ~np.isin(rows_a, anchored.index_a)
         keep_b = ~np.isin(rows_b, anchored.index_b)
         return (rows_a[keep_a], mean_a[keep_a][:, dims], var_a[keep_a][:, dims],
@@ -1565,7 +1575,7 @@ class MAD(BaseEstimator):
             return self.calibration_[key]["temperature"]
         _, _, va, _, _, vb, _ = self._candidates(a, b, cost)
         default = posterior_temperature(cost, va, vb)
-        anchors = self.problem_.anchors_between(a, b)
+        anchors = self.problem_.anchors_between(a, b, implied=True)
         record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default,
                   "misfit": misfit}
         if len(anchors) == 0:

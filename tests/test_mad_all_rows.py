@@ -48,6 +48,35 @@ def test_all_rows_mad_is_a_partially_observed_mrd_over_the_problem_s_entities(to
     assert all_rows.latent_prior_ == "graph"
 
 
+def test_anchors_of_some_views_are_entities_those_views_share():
+    """Three views, anchors Y1-Y2 on rows 0-14 and Y1-Y3 on rows 0-9: rows 10-14 of Y1 and Y2 are one thing
+    that Y3 does not see (one latent point, seen by two views; until 2026-11-25 the all-rows fit kept only the
+    groups seen by every view and gave them two), and rows 0-9 of Y2 and Y3 are anchored through Y1, so
+    they are no candidates between Y2 and Y3."""
+    problem, latent = ba.datasets.mad_toy("linear_shared", seed=0, return_latent=True)
+    rng = np.random.default_rng(1)
+    y3 = latent[:, 2:4] @ rng.normal(size=(2, 15)) + 0.1 * rng.normal(size=(latent.shape[0], 15))
+    first, second = np.arange(15), np.arange(10)
+    problem = ba.AlignmentProblem(ba.Views({"Y1": problem.views["Y1"], "Y2": problem.views["Y2"], "Y3": y3}),
+                                  anchors=[ba.Correspondence(("Y1", "Y2"), first, first),
+                                           ba.Correspondence(("Y1", "Y3"), second, second)])
+    implied = problem.anchors_between("Y2", "Y3", implied=True)
+    assert len(problem.anchors_between("Y2", "Y3")) == 0 and implied.pairs.tolist() == [[i, i] for i in range(10)]
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, correspondence_rounds=0, mrd_options={"max_iter": 40})
+    mad.fit(problem)
+    n, rows = mad.entities_
+    assert n == problem.entities()[0] == 10 + 5 + 85 + 85 + 90  # all three, Y1-Y2 only, then each view's own
+    np.testing.assert_array_equal(rows["Y1"][10:15], rows["Y2"][10:15])
+    for a, b in (("Y1", "Y2"), ("Y1", "Y3"), ("Y2", "Y3")):
+        known = problem.anchors_between(a, b, implied=True)
+        al = mad.align(a, b)
+        assert not np.isin(al.candidates_a, known.index_a).any() and not np.isin(al.candidates_b, known.index_b).any()
+        assert al.candidates_a.size == problem.views.n_samples[a] - len(known)
+        rows_a, rows_b = ba.matching.matcher.candidate_rows(problem, a, b)  # the baselines' rows to match alike
+        np.testing.assert_array_equal(rows_a, al.candidates_a)
+        np.testing.assert_array_equal(rows_b, al.candidates_b)
+
+
 def test_all_rows_mad_matches_the_toy_as_well_as_the_paper_s_procedure(toy, all_rows):
     # measured on this toy (seed 0, 10 anchors): 0.889 exact matches with either procedure
     alignment = all_rows.align(matcher="hungarian")

@@ -103,8 +103,28 @@ class AlignmentProblem:
             return store[(b, a)].reversed()
         return None
 
-    def anchors_between(self, a, b) -> Correspondence:
-        """Anchor pairs oriented as (a, b); empty if there are none."""
+    def anchors_between(self, a, b, implied: bool = False) -> Correspondence:
+        """Anchor pairs oriented as (a, b); empty if there are none.
+
+        ``implied=True``: every pair of rows of a and b that the anchors make one thing, directly or
+        through a chain of anchors across other views (a0-c2 and c2-b5 imply a0-b5; :meth:`entities`),
+        sorted by the row of a. With two views the same pairs as the given ones.
+
+        Examples
+        --------
+        >>> X = np.zeros((3, 2))
+        >>> problem = AlignmentProblem({"a": X, "b": X, "c": X}, anchors=[
+        ...     Correspondence.from_pairs([(0, 2)], ("a", "c")), Correspondence.from_pairs([(2, 1)], ("c", "b"))])
+        >>> len(problem.anchors_between("a", "b")), problem.anchors_between("a", "b", implied=True).pairs.tolist()
+        (0, [[0, 1]])
+        """
+        if implied:
+            a, b = self.views.name_of(a), self.views.name_of(b)
+            n_entities, rows = self.entities()
+            row_of_b = np.full(n_entities, -1, dtype=np.int64)  # entity -> its row of b (-1: none)
+            row_of_b[rows[b]] = np.arange(rows[b].size)
+            index_a = np.flatnonzero(row_of_b[rows[a]] >= 0)
+            return Correspondence((a, b), index_a, row_of_b[rows[a][index_a]])
         corr = self._between(self.anchors, a, b, "anchors")
         if corr is None:
             a, b = self.views.name_of(a), self.views.name_of(b)

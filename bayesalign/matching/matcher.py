@@ -40,8 +40,9 @@ SINKHORN_TOLERANCE = 1e-3
 
 
 def candidate_rows(problem: AlignmentProblem, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of a and b that are in no anchor pair between a and b (the rows to be matched)."""
-    anchors = problem.anchors_between(a, b)
+    """Rows of a and b that are in no anchor pair between a and b, given or implied through a chain of anchors
+    across other views (the rows to be matched)."""
+    anchors = problem.anchors_between(a, b, implied=True)
     rows_a = np.setdiff1d(np.arange(problem.views.n_samples[a]), anchors.index_a)
     rows_b = np.setdiff1d(np.arange(problem.views.n_samples[b]), anchors.index_b)
     return rows_a, rows_b
