@@ -77,6 +77,10 @@ CALIBRATION_SINKHORN_TOL = 1e-2
 #: With no anchors, a candidate pairing the rows differently whose self-training added at least this fraction of
 #: the kept candidate's pairs makes the alignment ambiguous (``MAD._check_rival_candidates``).
 RIVAL_SUPPORT = 0.75
+#: With no anchors, a kept candidate whose self-training confirmed fewer than this fraction of the rows left to match
+#: is weakly supported: warned (``MAD._check_rival_candidates``). The right zero-anchor fits of the linear toys
+#: confirmed 0.41-0.66 of their rows, the wrong ones measured 0-0.09 (benchmarks/RESULTS.md, "Zero anchors").
+WEAK_SUPPORT = 0.2
 #: What MRD learns from: the anchors only (the paper, section 3.1) or every row (a partially observed MRD).
 TRAININGS = ("anchors", "all_rows")
 #: p(X) of the all-rows model: a graph (GMRF) prior over the views' neighbourhoods, or N(0, I).
@@ -432,8 +436,10 @@ class MAD(BaseEstimator):
         starting pairs), ``correct`` (None without truth), ``self_training_added``; ``candidates``,
         one record per candidate (``method``, ``signs``, ``n_pairs``, ``correct``, ``bound``,
         ``self_training_added``, ``agreement``: the fraction of its pairs the kept alignment
-        reproduces), ``chosen`` (the kept one's index) and ``ambiguous`` (a candidate that pairs
-        the rows differently had nearly as much support; warned). None with anchors.
+        reproduces), ``chosen`` (the kept one's index), ``ambiguous`` (a candidate that pairs
+        the rows differently had nearly as much support; warned) and ``weak_support`` (the kept one's
+        self-training confirmed fewer than ``WEAK_SUPPORT`` of the rows left to match; warned). None with
+        anchors.
 
     Examples
     --------
@@ -624,12 +630,13 @@ class MAD(BaseEstimator):
             reflections of the views' leading principal axes
             (:func:`bayesalign.bootstrap.reflection_starts`); from each candidate's pairs the
             model is fitted and self-trained (hard EM over the correspondence, :meth:`self_train`),
-            and the candidate whose final fit has the highest bound (the evidence of the data under
-            the correspondence it ended with) is kept, among the candidates whose self-training added
-            at least one pair if any did: restarts of EM, the best bound kept; the other bootstraps'
-            candidates join the same comparison. When a candidate that pairs the rows differently
-            was extended by self-training nearly as much as the kept one (``RIVAL_SUPPORT``), a
-            RuntimeWarning says the alignment is ambiguous (``bootstrap_["ambiguous"]``).
+            and the candidate whose self-training confirmed the most pairs is kept (the highest
+            final bound among those equally extended): restarts of hard EM, the best supported kept;
+            the other bootstraps' candidates join the same comparison. When a candidate that pairs the
+            rows differently was extended by self-training nearly as much as the kept one
+            (``RIVAL_SUPPORT``), a RuntimeWarning says the alignment is ambiguous
+            (``bootstrap_["ambiguous"]``); when the kept one confirmed few of the rows
+            (``WEAK_SUPPORT``), one says it is weakly supported (``bootstrap_["weak_support"]``).
             ``bootstrap_["candidates"]`` lists them all (``method``, ``signs``, right pairs,
             bound, agreement with the kept alignment). 0: one bootstrap from Gromov-Wasserstein's
             default start. Default (None): 2 with ``training="all_rows"``; 0 with
@@ -1183,10 +1190,13 @@ class MAD(BaseEstimator):
     def _fit_bootstrapped(self, problem: AlignmentProblem, n_bootstrap: int | None, bootstrap,
                           reflections: int | None, confidence_threshold: float, max_rounds: int) -> None:
         """No anchors: from each unsupervised candidate's pairs (``_bootstrap_candidates``) the model fitted and
-        self-trained; the candidate whose final fit has the highest bound kept, among those whose self-training
-        confirmed them by adding at least one pair if any did (a start that hard EM cannot extend is not
-        supported by the rest of the data: :meth:`self_train` warns about it); its warnings re-issued, the
-        others' dropped. Sets ``bootstrap_`` with every candidate's record.
+        self-trained; the candidate whose self-training confirmed the most pairs is kept (hard EM extends a
+        start as far as the rest of the data supports it; a start it cannot extend at all is not supported,
+        which :meth:`self_train` warns about), the highest final bound among those equally extended; its
+        warnings re-issued, the others' dropped. Sets ``bootstrap_`` with every candidate's record. (Until
+        2026-11-25 the highest bound among the extended candidates was kept: on "linear_shared_private" seed 2
+        it kept a mirror image extended by 11 pairs over the right candidate extended by 52;
+        benchmarks/RESULTS.md, "Zero anchors: the candidate self-training extends most".)
 
         With several candidates every fit (and every later refit of the one kept) uses p(X) = N(0, I)
         whatever ``latent_prior`` says (``latent_prior_`` records it): the graph prior is built over the
@@ -1199,7 +1209,7 @@ class MAD(BaseEstimator):
         if len(candidates) > 1:
             self._fit_prior = "standard_normal"
         truth = _truth_pairs(problem, a, b)
-        records, found, best = [], [], {}  # the highest bound among all candidates (False) and confirmed ones (True)
+        records, found, best = [], [], None  # best: ((pairs self-training added, final bound), k, state, warnings)
         for k, (method, signs, pairs, scores, n_mutual) in enumerate(candidates):
             correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
             self.anchors_, self.discovered_, self.self_training_history_ = pairs, {}, []
@@ -1216,10 +1226,9 @@ class MAD(BaseEstimator):
             records.append({"method": method, "signs": signs, "n_pairs": int(len(pairs)), "correct": correct,
                             "bound": bound, "self_training_added": added})
             found.append(self.anchors_.copy())  # its bootstrap and self-training pairs, for the agreement below
-            for key in {False, added > 0}:
-                if key not in best or bound > best[key][0]:
-                    best[key] = (bound, k, dict(self.__dict__), list(caught))
-        _, chosen, state, caught = best.get(True, best[False])
+            if best is None or (added, bound) > best[0]:
+                best = ((added, bound), k, dict(self.__dict__), list(caught))
+        _, chosen, state, caught = best
         self.__dict__.update(state)
         self.bootstrap_.update(candidates=records, chosen=chosen)
         for w in caught:
@@ -1238,7 +1247,9 @@ class MAD(BaseEstimator):
         RuntimeWarning says so and ``bootstrap_["ambiguous"]`` is True. Right candidates of the linear toys
         reproduce each other's pairs, and the best rival there had at most 0.59 of the kept candidate's
         support; the two silent wrong pairings measured had rivals at 0.88 and 1.0 (benchmarks/RESULTS.md,
-        "Zero anchors")."""
+        "Zero anchors"). Since the candidate self-training extends most is kept, a wrong one can also stand
+        alone with little support: when it confirmed fewer than ``WEAK_SUPPORT`` of the rows its bootstrap
+        pairs left, a RuntimeWarning says so and ``bootstrap_["weak_support"]`` is True."""
         rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
         kept = {int(i): int(j) for i, j in self.anchors_[:, :2]}
         if rows_a.size and rows_b.size:
@@ -1251,6 +1262,15 @@ class MAD(BaseEstimator):
             if k != chosen and record["agreement"] < 0.5 and record["self_training_added"] >= RIVAL_SUPPORT * support:
                 rivals.append(k)
         self.bootstrap_["ambiguous"] = bool(rivals) and support > 0
+        # the rows the kept candidate's self-training could confirm: those its bootstrap pairs left (fewer than
+        # WEAK_SUPPORT of them confirmed: a start the data barely extend; none: self_train has warned already)
+        left = min(self.problem_.views.n_samples[a], self.problem_.views.n_samples[b]) - records[chosen]["n_pairs"]
+        self.bootstrap_["weak_support"] = 0 < support < WEAK_SUPPORT * left
+        if self.bootstrap_["weak_support"]:
+            warnings.warn(f"MAD without anchors: self-training confirmed only {support} of the {left} rows left to "
+                          f"match from the kept candidate's pairs (fewer than WEAK_SUPPORT = {WEAK_SUPPORT:.0%}): the "
+                          "data barely support the alignment, which is likely wrong (a mirror image is common). "
+                          "Check bootstrap_['candidates'] and give a few anchors", RuntimeWarning, stacklevel=4)
         if self.bootstrap_["ambiguous"]:
             rival = records[max(rivals, key=lambda k: records[k]["self_training_added"])]
 

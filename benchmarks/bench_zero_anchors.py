@@ -43,7 +43,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| toy | seed | bootstrap | accuracy | Kendall-tau | candidates: method signs right/pairs +self-trained "
-          "bound agreement with the kept alignment | warned ambiguous | seconds |")
+          "bound agreement with the kept alignment | warned | seconds |")
     print("|---|---|---|---|---|---|---|---|")
     right = {}
     real = {}
@@ -69,7 +69,8 @@ def main(argv=None):
                                    f"{c.get('agreement', float('nan')):.2f}"
                                    for k, c in enumerate(mad.bootstrap_["candidates"]))
                 right.setdefault((toy, variant), []).append(result["accuracy"] > 0.5)
-                warned = "yes" if mad.bootstrap_.get("ambiguous") else "no"
+                warned = ", ".join(w for w, key in (("ambiguous", "ambiguous"), ("weak support", "weak_support"))
+                                   if mad.bootstrap_.get(key)) or "no"
                 print(f"| {toy} | {seed} | {variant} | {result['accuracy']:.3f} | {result['kendall_tau']:.3f} | "
                       f"{listed} | {warned} | {time.perf_counter() - start:.0f} |", flush=True)
     print("\nRuns right (accuracy > 0.5), * = the candidate kept:")

@@ -439,11 +439,11 @@ def test_gromov_wasserstein_bootstrap_finds_right_pairs_on_the_toy():
         unsupervised_pairs(problem.views[a], problem.views[b], "nearest")
 
 
-def test_reflection_starts_let_the_bound_pick_the_right_bootstrap_over_its_mirror_images():
+def test_reflection_starts_let_self_training_pick_the_right_bootstrap_over_its_mirror_images():
     # "linear_shared" seed 1 with no anchor: Gromov-Wasserstein from its default start locks onto a mirror image
     # (none of its most confident pairs right); started from each reflection of the leading principal axes, one
     # candidate is right (7 of 8 pairs), and the model fitted (under N(0, I), as every fit that compares several
-    # candidates) and self-trained from it has the highest bound of the four
+    # candidates) and self-trained from it is the one self-training extends most
     from bayesalign import MAD
     from bayesalign.datasets import mad_toy
     from bayesalign.metrics import evaluate
@@ -453,9 +453,9 @@ def test_reflection_starts_let_the_bound_pick_the_right_bootstrap_over_its_mirro
         problem, max_rounds=1, bootstrap="gromov_wasserstein")
     candidates = mad.bootstrap_["candidates"]
     assert len(candidates) == 4 and {c["signs"] for c in candidates} == {(1, 1), (1, -1), (-1, 1), (-1, -1)}
-    bounds = [c["bound"] for c in candidates]
+    support = [(c["self_training_added"], c["bound"]) for c in candidates]
     chosen = candidates[mad.bootstrap_["chosen"]]
-    assert chosen["bound"] == max(bounds)
+    assert (chosen["self_training_added"], chosen["bound"]) == max(support) and chosen["self_training_added"] > 0
     assert chosen["correct"] >= 0.75 * chosen["n_pairs"]  # measured 7 of 8 (no other candidate above 2)
     assert sum(c["correct"] >= 0.5 * c["n_pairs"] for c in candidates) == 1  # the others are mirror images
     with pytest.warns(RuntimeWarning, match="no anchor pair to fit the temperature on"):

@@ -160,14 +160,17 @@ def test_a_rival_correspondence_with_nearly_as_much_support_is_reported_as_ambig
     kept = mad.anchors_[:, :2]  # the kept candidate's own pairs agree with its alignment by construction
     mirror = np.column_stack([kept[:, 0], np.roll(kept[:, 1], 1)])  # every pair different from the kept one's
 
-    def check(rival_pairs, rival_support, kept_support=20):
+    def check(rival_pairs, rival_support, kept_support=20, weak=False):
         mad.bootstrap_ = {}
-        records = [{"method": "kept", "signs": (), "self_training_added": kept_support},
-                   {"method": "rival", "signs": (1, -1), "self_training_added": rival_support}]
+        records = [{"method": "kept", "signs": (), "self_training_added": kept_support, "n_pairs": len(kept)},
+                   {"method": "rival", "signs": (1, -1), "self_training_added": rival_support,
+                    "n_pairs": len(rival_pairs)}]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             mad._check_rival_candidates(a, b, records, [kept, rival_pairs], 0)
         messages = [str(w.message) for w in caught if "ambiguous" in str(w.message)]
+        weak_messages = [str(w.message) for w in caught if "barely support" in str(w.message)]
+        assert mad.bootstrap_["weak_support"] == weak and len(weak_messages) == int(weak)
         return mad.bootstrap_["ambiguous"], records, messages
 
     ambiguous, records, messages = check(mirror, int(np.ceil(RIVAL_SUPPORT * 20)))
@@ -179,3 +182,7 @@ def test_a_rival_correspondence_with_nearly_as_much_support_is_reported_as_ambig
     assert not ambiguous and not messages and records[1]["agreement"] == 1.0
     ambiguous, _, messages = check(mirror, 0, kept_support=0)  # nothing extended: self_train's own warning says it
     assert not ambiguous and not messages
+    # the kept candidate alone, weakly supported: 5 of the 28 rows its 12 pairs left, under WEAK_SUPPORT = 0.2
+    ambiguous, _, messages = check(mirror, 2, kept_support=5, weak=True)
+    assert not ambiguous and not messages
+    check(mirror, 2, kept_support=6)  # 6 >= 0.2 * 28: not weak
