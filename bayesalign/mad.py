@@ -79,7 +79,7 @@ CALIBRATION_SINKHORN_TOL = 1e-2
 RIVAL_SUPPORT = 0.75
 #: With no anchors, a kept candidate whose self-training confirmed fewer than this fraction of the rows left to match
 #: is weakly supported: warned (``MAD._check_rival_candidates``). The right zero-anchor fits of the linear toys
-#: confirmed 0.41-0.66 of their rows, the wrong ones measured 0-0.09 (benchmarks/RESULTS.md, "Zero anchors").
+#: confirmed 0.40-0.64 of their rows, the wrong one 0.09 (benchmarks/RESULTS.md, "Zero anchors").
 WEAK_SUPPORT = 0.2
 #: What MRD learns from: the anchors only (the paper, section 3.1) or every row (a partially observed MRD).
 TRAININGS = ("anchors", "all_rows")
