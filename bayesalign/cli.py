@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib.util
+import os
 import signal
 import sys
+import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,8 +153,6 @@ def _view_names(paths, names) -> list[str]:
 def _check_outputs(outputs: dict, inputs: dict) -> None:
     """Refuse, before any fit, an output path that is an input file, is named twice, is a directory,
     or cannot be written (its folder is not writable, or it is a read-only file)."""
-    import os
-
     from .io import _split_key
 
     def same(a: Path, b: Path) -> bool:
@@ -177,11 +178,7 @@ def _check_outputs(outputs: dict, inputs: dict) -> None:
 def _check_writable_folder(flag: str, path, folder: Path) -> None:
     """Refuse ``path`` unless ``folder`` (or, where it does not exist yet, its nearest existing parent,
     in which the writer will create it) is a directory this process can create files in."""
-    import os
-    import tempfile
-
-    while not folder.exists():
-        folder = folder.parent
+    folder = _existing_folder(folder)
     if not folder.is_dir():
         raise CommandError(f"{flag} {path}: {folder} is not a directory")
     try:  # a real probe: os.access is always true for root and blind to read-only file systems
@@ -190,6 +187,13 @@ def _check_writable_folder(flag: str, path, folder: Path) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise CommandError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+
+
+def _existing_folder(folder: Path) -> Path:
+    """``folder``, or where it does not exist yet its nearest existing parent (where it will be created)."""
+    while not folder.exists():
+        folder = folder.parent
+    return folder
 
 
 def _check_device(text: str | None) -> None:
@@ -262,10 +266,22 @@ def cmd_align(args) -> int:
     anchor_list = [problem.anchors_between(a, b, implied=True) for a, b in result.alignments]
     if args.embedding and result.embedding is None:
         raise CommandError(f"{args.method} gives no latent coordinates to write to {args.embedding}")
-    # all outputs or none: each is complete in its temporary file before any replaces its path
-    _check_not_interrupted()  # a Ctrl-C that a library swallowed during the fit still means: write nothing
-    write_outputs(args.out, list(result.alignments.values()), anchor_list, files,
-                  embedding_path=args.embedding, embedding=result.embedding)
+    with contextlib.ExitStack() as stack:
+        if args.plots:  # figures first, in a temporary folder: one that fails leaves every output as it was
+            from .plot import write_figures
+
+            staging = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix=".bayesalign-plots.", dir=_existing_folder(Path(args.plots)))))
+            figures = write_figures(result, staging, problem=problem)
+        # all outputs or none: each is complete in its temporary file before any replaces its path
+        _check_not_interrupted()  # a Ctrl-C that a library swallowed during the fit still means: write nothing
+        write_outputs(args.out, list(result.alignments.values()), anchor_list, files,
+                      embedding_path=args.embedding, embedding=result.embedding)
+        if args.plots:
+            Path(args.plots).mkdir(parents=True, exist_ok=True)
+            figures = [Path(args.plots) / figure.name for figure in figures]
+            for figure in figures:
+                os.replace(staging / figure.name, figure)
     for (a, b), al in result.alignments.items():
         has_probs = al.probabilities is not None and len(al) > 0
         conf = f", mean confidence {np.mean(al.probabilities):.3f}" if has_probs else ""
@@ -274,9 +290,6 @@ def cmd_align(args) -> int:
     _say(f"wrote {args.out}" + (f" and {args.embedding}" if args.embedding else "")
          + f" ({result.seconds:.1f} s)")
     if args.plots:
-        from .plot import write_figures
-
-        figures = write_figures(result, args.plots, problem=problem)
         _say(f"wrote {len(figures)} figures to {args.plots}: " + ", ".join(p.name for p in figures))
     return 0
 

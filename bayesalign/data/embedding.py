@@ -93,10 +93,18 @@ class LatentEmbedding:
         object.__setattr__(self, "covariances", per_view(self.covariances, "covariances",
                                                          lambda v: means[v].shape + (d,)))
         object.__setattr__(self, "projections", per_view(self.projections, "projections", lambda v: None))
+        for view, projection in (self.projections or {}).items():
+            if projection.ndim != 2 or projection.shape[1] != d:  # transform would return another dimension
+                raise ValueError(f"projections of view {view!r}: expected shape (p, {d}) for {d} latent dimensions, "
+                                 f"got {projection.shape}")
         object.__setattr__(self, "centers", per_view(self.centers, "centers", lambda v: None))
         object.__setattr__(self, "offsets", per_view(self.offsets, "offsets", lambda v: (d,)))
         if self.variances is not None:
             for view, var in self.variances.items():
+                if not np.all(np.isfinite(var)):
+                    row, col = np.argwhere(~np.isfinite(var))[0]
+                    raise ValueError(f"variances of view {view!r} have a non-finite value at row {row}, "
+                                     f"dimension {col}")
                 if (var < 0).any():
                     raise ValueError(f"variances of view {view!r} must be non-negative")
         shared = np.arange(d) if self.shared_dims is None else np.asarray(self.shared_dims, dtype=np.int64)
@@ -146,8 +154,11 @@ class LatentEmbedding:
         return (X - centre) @ P + offset
 
     def restrict(self, dims) -> LatentEmbedding:
-        """The embedding in a subset of its dimensions (e.g. the shared ones)."""
-        dims = np.asarray(dims, dtype=np.int64)
+        """The embedding in a subset of its dimensions (e.g. the shared ones); a kept shared dimension stays shared."""
+        dims = np.asarray(dims, dtype=np.int64).reshape(-1)
+        d = self.n_components
+        if dims.size and (dims.min() < 0 or dims.max() >= d):
+            raise ValueError(f"dims {dims.tolist()} out of range for {d} dimensions")
 
         def sub(store, axes):
             if store is None:
@@ -157,6 +168,7 @@ class LatentEmbedding:
 
         return LatentEmbedding(
             means=sub(self.means, 1), variances=sub(self.variances, 1), covariances=sub(self.covariances, 2),
+            shared_dims=np.flatnonzero(np.isin(dims, self.shared_dims)),  # positions of the kept shared dims
             projections=sub(self.projections, 1), centers=self.centers,
             offsets=None if self.offsets is None else {k: v[dims] for k, v in self.offsets.items()},
             method=self.method, info=dict(self.info),

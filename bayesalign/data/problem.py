@@ -67,6 +67,9 @@ class AlignmentProblem:
         self.anchors = _as_correspondences(anchors, self.views, "anchors")
         self.truth = _as_correspondences(truth, self.views, "truth")
         self.labels = {}
+        if labels is not None and not isinstance(labels, Mapping):
+            raise InputTypeError(f"labels must be a dict view -> 1-D array, got {type(labels).__name__}; "
+                                 "(AlignmentProblem.paired accepts one array for all its views)")
         for view, lab in (labels or {}).items():
             if view not in self.views.names:
                 raise ValueError(f"labels name view {view!r}, which does not exist; views are {list(self.views.names)}")

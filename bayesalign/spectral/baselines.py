@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from sklearn.metrics import pairwise_distances
+from scipy.spatial.distance import cdist
 
 from ..data import AlignmentProblem, Correspondence, LatentEmbedding
 from ..metrics import foscttm
@@ -82,7 +82,7 @@ class CCAAlignment(SpectralAlignment):
     def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
         views = problem.views
         names = views.names
-        if self.reg < 0:
+        if not self.reg >= 0:  # NaN too
             raise ValueError(f"reg must be non-negative, got {self.reg}")
         tuples = _require_tuples(problem, 2, "CCA")
         centers = {v: views[v][tuples[v]].mean(axis=0) for v in names}
@@ -403,7 +403,9 @@ class AnchorSimilarityBaseline(SpectralAlignment):
         tuples = _require_tuples(problem, 1, "the anchor-similarity baseline")
         means = {}
         for v in views.names:
-            dist = pairwise_distances(views[v], views[v][tuples[v]])  # [n_v, m]
+            # cdist sums squared differences: an anchor's distance to itself is exactly 0, so which distances
+            # are positive (and their median, the scale) does not depend on round-off
+            dist = cdist(views[v], views[v][tuples[v]])  # [n_v, m]
             positive = dist[dist > 0]
             scale = float(np.median(positive)) if positive.size else 1.0
             if self.kernel == "heat":

@@ -113,7 +113,7 @@ class LinearAlignment(SpectralAlignment):
     def _fit(self, problem: AlignmentProblem) -> LatentEmbedding:
         views = problem.views
         names = views.names
-        if self.mu < 0 or self.nu <= 0 or self.reg < 0:
+        if not (self.mu >= 0 and self.nu > 0 and self.reg >= 0):  # NaN too
             raise ValueError(f"need mu >= 0, nu > 0, reg >= 0; got mu={self.mu}, nu={self.nu}, reg={self.reg}")
         within = {v: within_view_affinity(views[v], self.n_neighbors, affinity=self.affinity, sigma=self.sigma,
                                           connect_components=self.connect_components, name=v)

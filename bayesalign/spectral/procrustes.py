@@ -40,6 +40,10 @@ def procrustes(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, floa
     if source.shape != target.shape or source.ndim != 2:
         raise ValueError(f"procrustes needs paired (m, d) arrays of one shape, got {source.shape} and "
                          f"{target.shape}")
+    for name, points in (("source", source), ("target", target)):
+        if not np.all(np.isfinite(points)):
+            row = int(np.flatnonzero(~np.all(np.isfinite(points), axis=1))[0])
+            raise ValueError(f"procrustes: the {name} points have a non-finite value in row {row}")
     mean_y, mean_x = source.mean(axis=0), target.mean(axis=0)
     Y, X = source - mean_y, target - mean_x  # [m, d]
     U, sigma, Vt = np.linalg.svd(Y.T @ X)  # Y' X = U Sigma V'
