@@ -151,6 +151,8 @@ def knn_graph(X, n_neighbors: int = 10, *, mode: str = "distance", symmetrize="o
     _check_mode(mode)
     X = check_view(X, name)
     n = X.shape[0]
+    if isinstance(n_neighbors, (bool, np.bool_)) or not isinstance(n_neighbors, (int, np.integer)):
+        raise TypeError(f"{name}: n_neighbors must be an int, got {n_neighbors!r}")
     n_neighbors = int(n_neighbors)
     if not 1 <= n_neighbors <= n - 1:
         raise ValueError(f"{name}: n_neighbors must be between 1 and n - 1 = {n - 1}, got {n_neighbors}")

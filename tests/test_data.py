@@ -304,3 +304,35 @@ def test_methods_that_need_complete_views_name_the_view_with_missing_entries():
         CCAAlignment(n_components=2).fit(problem)
     with pytest.raises(ValueError, match=r"MAD\(engine='collapsed'.*view 'b' has 1 missing"):
         MAD(latent_dim=2, num_inducing=5, progress=False).fit(problem)
+
+
+def test_take_refuses_unknown_views_and_rows_that_are_no_row_indices():
+    views = Views({"a": np.arange(12.0).reshape(6, 2), "b": np.ones((4, 3))})
+    assert views.take({"a": [5, 0]})["a"].tolist() == [[10.0, 11.0], [0.0, 1.0]]
+    with pytest.raises(ValueError, match="no view named 'c'"):
+        views.take({"c": [0]})
+    with pytest.raises(ValueError, match="row 6 is out of range for view 'a' with 6 rows"):
+        views.take({"a": [0, 6]})
+    with pytest.raises(ValueError, match="negative row index -1"):
+        views.take({"a": [-1]})
+    with pytest.raises(TypeError, match="must be integers"):
+        views.take({"a": [0.5]})
+
+
+@pytest.mark.parametrize("n", [-1, 2.7, True, "3"])
+def test_identity_correspondence_needs_a_non_negative_integer(n):
+    with pytest.raises(ValueError, match="non-negative integer"):
+        Correspondence.identity(n)
+    assert len(Correspondence.identity(np.int64(3))) == 3
+
+
+def test_alignment_refuses_nan_costs_fractional_rows_and_out_of_range_candidates():
+    Alignment(("a", "b"), [0, 1], [1, 0], costs=[0.5, np.inf])  # +inf is a (forbidden) cost, NaN is not
+    with pytest.raises(ValueError, match="cost of pair 1 is NaN"):
+        Alignment(("a", "b"), [0, 1], [1, 0], costs=[0.5, np.nan])
+    with pytest.raises(TypeError, match="index_a: row indices must be integers"):
+        Alignment(("a", "b"), [0.5], [0])
+    with pytest.raises(ValueError, match="candidates_b holds row 7, out of range for 3 rows"):
+        Alignment(("a", "b"), [0], [2], n_a=2, n_b=3, candidates_b=[2, 7])
+    with pytest.raises(ValueError, match="exactly two named views"):
+        Alignment(("a",), [0], [0])

@@ -6,6 +6,7 @@ import pytest
 
 from bayesalign import cli
 from bayesalign.data import AlignmentProblem, InputTypeError, LatentEmbedding
+from bayesalign import spectral
 from bayesalign.spectral import AnchorSimilarityBaseline, CCAAlignment, LinearAlignment, procrustes
 
 
@@ -93,3 +94,26 @@ def test_align_with_failing_figures_writes_no_output(tmp_path, capsys):
     assert status != 0 and "Traceback" not in err and "error:" in err
     assert not out.exists() and not emb.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv", "pairs.csv"]  # no temporary left
+
+
+@pytest.mark.parametrize("make", [lambda: spectral.ProcrustesAlignment(n_components=None),
+                                  lambda: spectral.AffineAlignment(n_components=None)])
+def test_n_components_none_is_named(make):
+    problem = AlignmentProblem.paired({"a": np.random.default_rng(0).normal(size=(30, 3)),
+                                       "b": np.random.default_rng(1).normal(size=(30, 3))}).split_anchors(0.5, seed=0)
+    with pytest.raises(TypeError, match="n_components must be an int"):
+        make().fit(problem)
+
+
+def test_knn_graph_refuses_a_fractional_neighbour_count():
+    from bayesalign.graph import knn_graph
+
+    with pytest.raises(TypeError, match="n_neighbors must be an int, got 2.5"):
+        knn_graph(np.arange(10.0).reshape(5, 2), n_neighbors=2.5)
+
+
+def test_a_constant_view_is_named_by_linear_alignment():
+    rng = np.random.default_rng(0)
+    problem = AlignmentProblem.paired({"a": rng.normal(size=(30, 3)), "b": np.ones((30, 2))}).split_anchors(0.5, seed=0)
+    with pytest.raises(ValueError, match="view 'b' is constant"):
+        LinearAlignment(n_components=1).fit(problem)

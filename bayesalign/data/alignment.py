@@ -8,6 +8,7 @@ import numpy as np
 
 from .._utils import atomic_write
 from .correspondence import Correspondence
+from .views import _index_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,14 +51,18 @@ class Alignment:
     info: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        a = np.asarray(self.index_a, dtype=np.int64).reshape(-1).copy()
-        b = np.asarray(self.index_b, dtype=np.int64).reshape(-1).copy()
+        if len(tuple(self.views)) != 2:
+            raise ValueError(f"an Alignment matches exactly two named views, got {self.views!r}")
+        a = _index_array(np.asarray(self.index_a).reshape(-1), "alignment: index_a").copy()
+        b = _index_array(np.asarray(self.index_b).reshape(-1), "alignment: index_b").copy()
         if a.shape != b.shape:
             raise ValueError(f"alignment: {a.size} rows of a but {b.size} rows of b")
         k = a.size
         costs = np.zeros(k) if self.costs is None else np.asarray(self.costs, dtype=np.float64).reshape(-1).copy()
         if costs.shape != (k,):
             raise ValueError(f"alignment: {costs.size} costs for {k} pairs")
+        if np.isnan(costs).any():
+            raise ValueError(f"alignment: the cost of pair {int(np.flatnonzero(np.isnan(costs))[0])} is NaN")
         probs = None
         if self.probabilities is not None:
             probs = np.asarray(self.probabilities, dtype=np.float64).reshape(-1).copy()
@@ -70,8 +75,13 @@ class Alignment:
         n_b = int(b.max() + 1 if k else 0) if self.n_b is None else int(self.n_b)
         if k and (a.max() >= n_a or b.max() >= n_b or a.min() < 0 or b.min() < 0):
             raise ValueError(f"alignment: pair indices out of range for views of {n_a} and {n_b} rows")
-        cand_a = np.arange(n_a) if self.candidates_a is None else np.asarray(self.candidates_a, np.int64).copy()
-        cand_b = np.arange(n_b) if self.candidates_b is None else np.asarray(self.candidates_b, np.int64).copy()
+        cand_a = np.arange(n_a) if self.candidates_a is None else \
+            _index_array(np.asarray(self.candidates_a).reshape(-1), "alignment: candidates_a").copy()
+        cand_b = np.arange(n_b) if self.candidates_b is None else \
+            _index_array(np.asarray(self.candidates_b).reshape(-1), "alignment: candidates_b").copy()
+        for name, cand, n in (("candidates_a", cand_a, n_a), ("candidates_b", cand_b, n_b)):
+            if cand.size and cand.max() >= n:
+                raise ValueError(f"alignment: {name} holds row {int(cand.max())}, out of range for {n} rows")
         for name, value in (("index_a", a), ("index_b", b), ("costs", costs), ("probabilities", probs),
                             ("candidates_a", cand_a), ("candidates_b", cand_b)):
             if value is not None:

@@ -8,30 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._utils import as_rng
-from .views import InputTypeError
-
-
-def _index_array(values, what: str) -> np.ndarray:
-    array = np.asarray(values)
-    if array.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if array.ndim != 1:
-        raise ValueError(f"{what}: expected a 1-D array of row indices, got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.integer):
-        if np.issubdtype(array.dtype, np.floating) and np.all(np.isfinite(array)) \
-                and np.all(array == np.round(array)):
-            if (np.abs(array) >= 2.0 ** 53).any():  # beyond 2^53 a float is no exact integer
-                raise ValueError(f"{what}: row index {array[np.abs(array) >= 2.0 ** 53][0]:.17g} is too large "
-                                 "to be a row index")
-            array = array.astype(np.int64)
-        else:
-            raise InputTypeError(f"{what}: row indices must be integers, got dtype {array.dtype}")
-    if array.dtype == np.uint64 and (array > np.iinfo(np.int64).max).any():  # would wrap to negative
-        raise ValueError(f"{what}: row index {int(array[array > np.iinfo(np.int64).max][0])} is too large to be "
-                         "a row index")
-    if (array < 0).any():
-        raise ValueError(f"{what}: negative row index {int(array[array < 0][0])}")
-    return array.astype(np.int64)
+from .views import InputTypeError, _index_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,6 +97,8 @@ class Correspondence:
     @classmethod
     def identity(cls, n: int, views=("view0", "view1")) -> Correspondence:
         """Row i of one view <-> row i of the other, for i < n (fully paired data)."""
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"Correspondence.identity: n must be a non-negative integer, got {n!r}")
         idx = np.arange(int(n), dtype=np.int64)
         return cls(tuple(views), idx, idx.copy())
 

@@ -13,6 +13,29 @@ class InputTypeError(ValueError, TypeError):
     both a ValueError and an IndexError), so that either ``except`` catches it."""
 
 
+def _index_array(values, what: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.ndim != 1:
+        raise ValueError(f"{what}: expected a 1-D array of row indices, got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.integer):
+        if np.issubdtype(array.dtype, np.floating) and np.all(np.isfinite(array)) \
+                and np.all(array == np.round(array)):
+            if (np.abs(array) >= 2.0 ** 53).any():  # beyond 2^53 a float is no exact integer
+                raise ValueError(f"{what}: row index {array[np.abs(array) >= 2.0 ** 53][0]:.17g} is too large "
+                                 "to be a row index")
+            array = array.astype(np.int64)
+        else:
+            raise InputTypeError(f"{what}: row indices must be integers, got dtype {array.dtype}")
+    if array.dtype == np.uint64 and (array > np.iinfo(np.int64).max).any():  # would wrap to negative
+        raise ValueError(f"{what}: row index {int(array[array > np.iinfo(np.int64).max][0])} is too large to be "
+                         "a row index")
+    if (array < 0).any():
+        raise ValueError(f"{what}: negative row index {int(array[array < 0][0])}")
+    return array.astype(np.int64)
+
+
 def check_view(data, name: str = "view", *, min_rows: int = 1, allow_missing: bool = False) -> np.ndarray:
     """Validate one view and return it as a read-only float64 copy of shape (n, p).
 
@@ -278,9 +301,17 @@ class Views(Mapping):
 
     def take(self, rows: Mapping[str, np.ndarray]) -> Views:
         """New Views with the given rows of each view (views not named are kept whole)."""
+        unknown = [name for name in rows if name not in self._arrays]
+        if unknown:
+            raise ValueError(f"take: no view named {unknown[0]!r}; views are {list(self._arrays)}")
         out = {}
         for name, array in self._arrays.items():
-            sub = array if name not in rows else array[np.asarray(rows[name], dtype=np.int64)]
+            if name in rows:
+                index = _index_array(rows[name], f"take: rows of view {name!r}")
+                if index.size and index.max() >= array.shape[0]:
+                    raise ValueError(f"take: row {int(index.max())} is out of range for view {name!r} with "
+                                     f"{array.shape[0]} rows")
+            sub = array if name not in rows else array[index]
             sub = np.ascontiguousarray(sub)
             sub.setflags(write=False)
             out[name] = sub

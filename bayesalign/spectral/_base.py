@@ -396,6 +396,8 @@ def locality_preserving_projections(L, D, centred: Mapping[str, np.ndarray], sli
     bases, coords = {}, {}
     for v in names:
         n_v, p_v = centred[v].shape
+        if not np.any(centred[v]):  # its block of X' D X would be 0 however large reg is
+            raise ValueError(f"view {v!r} is constant (every column holds one value): nothing in it to project")
         bases[v] = row_space_basis(centred[v]) if p_v > n_v else None  # E_v: [p_v, r_v]
         coords[v] = centred[v] if bases[v] is None else centred[v] @ bases[v]  # Z_v: [n_v, r_v]
     sizes = [coords[v].shape[1] for v in names]

@@ -168,6 +168,7 @@ class AffineAlignment(SpectralAlignment):
         reference = names[0]
         if self.embedding == "none":
             raise ValueError("AffineAlignment: embedding='none' is least squares; use LeastSquaresAlignment")
+        check_n_components(self.n_components, min(views.n_samples.values()), "a view's rows")
         for v in names[1:]:
             self._anchor_pairs(problem, reference, v, int(self.n_components) + 1,
                                f"an affine map in {self.n_components} dimensions")

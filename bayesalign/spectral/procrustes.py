@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import AlignmentProblem, LatentEmbedding
-from ._base import SpectralAlignment, embed_view
+from ._base import SpectralAlignment, check_n_components, embed_view
 
 __all__ = ["ProcrustesAlignment", "procrustes"]
 
@@ -131,7 +131,7 @@ class ProcrustesAlignment(SpectralAlignment):
         views = problem.views
         names = views.names
         reference = names[0]
-        d = self.n_components
+        d = check_n_components(self.n_components, min(views.n_samples.values()), "a view's rows")
         for v in names[1:]:  # check the anchors before the (costly) embeddings
             self._anchor_pairs(problem, reference, v, int(d) + 1,
                                f"Procrustes in {d} dimensions (m anchors span m - 1 after centring)")
