@@ -46,7 +46,15 @@ def _solve_dense(cost: np.ndarray, limit: float | None):
     """(rows, cols) minimising the cost-limited objective; ``cost`` is overwritten."""
     if limit is not None:
         np.minimum(cost, limit, out=cost)  # clipped costs: equivalent to dummy rows/cols (see below)
-    rows, cols = linear_sum_assignment(cost)
+    try:
+        rows, cols = linear_sum_assignment(cost)
+    except ValueError as error:  # scipy says only "infeasible": name a point of the smaller view left no pair
+        forbidden = np.isinf(cost)
+        empty = [f"row {i}" for i in np.flatnonzero(forbidden.all(1))] if cost.shape[0] <= cost.shape[1] else []
+        empty += [f"column {j}" for j in np.flatnonzero(forbidden.all(0))] if cost.shape[1] <= cost.shape[0] else []
+        raise ValueError("cost: the forbidden (+inf) pairs leave no assignment of every point of the smaller view"
+                         + (f" ({empty[0]} has no allowed pair)" if empty else "")
+                         + "; a cost_limit lets points stay unmatched") from error
     if limit is not None:
         keep = cost[rows, cols] < limit  # a pair at the limit costs as much as leaving both unmatched
         rows, cols = rows[keep], cols[keep]
@@ -318,6 +326,9 @@ def _sparse_solve(source, ei, ej, limit, max_rounds, max_per_row, fallback, view
         rows, cols = _solve_dense(np.array(source.dense(), dtype=np.float64), limit)
         info.update(certified=True, fallback=True)
     pair_costs = source.at(rows, cols) if rows.size else np.zeros(0)
+    if limit is not None:  # a pair at the limit costs as much as leaving both unmatched: dropped, as in _solve_dense
+        keep = pair_costs < limit
+        rows, cols, pair_costs = rows[keep], cols[keep], pair_costs[keep]
     total = float(pair_costs.sum())
     return _make_alignment(rows, cols, pair_costs, (n_a, n_b), views, method,
                            objective=_objective(total, rows.size, (n_a, n_b), limit), total_cost=total,

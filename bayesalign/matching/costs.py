@@ -52,6 +52,13 @@ def _check_limit(cost_limit) -> float | None:
     return limit
 
 
+def _check_temperature(temperature) -> float:
+    temperature = float(temperature)
+    if not (temperature > 0 and math.isfinite(temperature)):  # exp(-C / T) is degenerate at T = 0 or inf
+        raise ValueError(f"temperature must be positive and finite, got {temperature}")
+    return temperature
+
+
 def _check_metric(metric: str) -> str:
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
@@ -174,8 +181,11 @@ def likelihood_cost(mean_a, var_a, mean_b, var_b) -> np.ndarray:
     if ma.shape != va.shape or mb.shape != vb.shape or ma.shape[1] != mb.shape[1]:
         raise ValueError(f"shapes do not agree: mean_a {ma.shape}, var_a {va.shape}, mean_b {mb.shape}, "
                          f"var_b {vb.shape}")
-    if (va <= 0).any() or (vb <= 0).any():
-        raise ValueError("posterior variances must be positive")
+    for name, var in (("var_a", va), ("var_b", vb)):
+        if (var <= 0).any():
+            row, col = np.argwhere(var <= 0)[0]
+            raise ValueError(f"{name}: posterior variances must be positive, got {var[row, col]} at row {row}, "
+                             f"dimension {col}")
     cost = np.zeros((ma.shape[0], mb.shape[0]))  # [Na, Nb]
     # one latent dimension at a time keeps the memory at one [Na, Nb] temporary
     for q in range(ma.shape[1]):

@@ -14,11 +14,12 @@ from typing import NamedTuple
 import numpy as np
 import ot
 import scipy.sparse as sp
+from scipy.special import logsumexp
 
 from .._utils import as_rng
 from ..data import Alignment
 from .assignment import DEFAULT_VIEWS, _make_alignment, _solve_dense, sparse_assignment
-from .costs import _BLOCK_ENTRIES, _check_cost, _check_limit
+from .costs import _BLOCK_ENTRIES, _check_cost, _check_limit, _check_temperature
 
 __all__ = ["PerturbAndMapResult", "SinkhornResult", "gromov_wasserstein_coupling", "marginal_assignment",
            "perturb_and_map", "sinkhorn", "sinkhorn_marginals", "sparse_sinkhorn"]
@@ -62,7 +63,9 @@ def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int,
     last one's potentials. ``solve(temp, f, g, stage_tol, budget) -> (f, g, sweeps)`` runs one stage
     (potentials f, g in cost units, None at the start). ``warm_start`` (f, g, T0): the potentials of the
     same problem solved at T0; the stages then start from them, halving from the lower of T0 and the
-    spread (a single stage at T when T0 <= T). Returns (f, g, sweeps in all).
+    spread (a single stage at T when T0 <= T). Once ``n_iter`` sweeps are spent, every remaining stage gets
+    one sweep: the potentials returned are always those of T (a hotter stage's give no plan at T),
+    and halving keeps each warm start within a factor 2 of its temperature. Returns (f, g, sweeps in all).
     """
     f = g = None
     top = spread
@@ -75,8 +78,6 @@ def _epsilon_scaling(spread: float, temperature: float, tol: float, n_iter: int,
     done = 0
     for stage, temp in enumerate(reversed(temperatures)):
         last = stage == len(temperatures) - 1
-        if done >= n_iter and f is not None:
-            break
         f, g, sweeps = solve(temp, f, g, tol if last else max(tol, _STAGE_TOL), max(n_iter - done, 1))
         done += sweeps
     return f, g, done
@@ -140,7 +141,8 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     cost_limit : float, optional
         L above (dustbin).
     n_iter, tol : int, float
-        Maximum iterations (over all temperature stages); tolerance on the marginal error, the
+        Maximum iterations (over all temperature stages; once spent, each remaining stage still
+        gets one, so that the result is at T); tolerance on the marginal error, the
         largest |column mass / target - 1| (the rows are exact after each iteration).
     warm_start : (f, g, T0), optional
         Potentials in cost units of the augmented problem, :math:`(T_0 \alpha, T_0 \beta)` of a solve of the
@@ -162,9 +164,7 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     (0.7311, True)
     """
     cost = _check_cost(cost, allow_inf=False)
-    temperature = float(temperature)
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
+    temperature = _check_temperature(temperature)
     limit = _check_limit(cost_limit)
     n_a, n_b = cost.shape
     row_mass, col_mass, slack_cost = _slack(n_a, n_b, limit)
@@ -193,8 +193,12 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
 
     warm_start = _check_warm_start(warm_start, a.size, b.size)
     f, g, n_done = _epsilon_scaling(float(cost.max() - cost.min()), temperature, tol, int(n_iter), solve, warm_start)
-    alpha, beta = f / temperature, g / temperature
-    plan = np.exp(cost / -temperature + alpha[:, None] + beta[None, :])  # [n_a (+1), n_b (+1)]
+    # the last row update once more, in the log domain: POT's rows are exact in its kernel, but its potentials
+    # round (to ulps of spread / T, visible at T ~ 1e-12 spread) and a row may underflow entirely
+    log_plan = (f[:, None] + g[None, :] - cost) / temperature  # [n_a (+1), n_b (+1)]
+    row_shift = np.log(a) - logsumexp(log_plan, axis=1)  # [n_a (+1)]
+    plan = np.exp(log_plan + row_shift[:, None])
+    alpha, beta = f / temperature + row_shift, g / temperature
     error = _column_error(plan.sum(0), b)
     converged = error <= tol
     if not converged:
@@ -265,7 +269,7 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     n_a, n_b = shape
     cost = np.asarray(cost, np.float64)  # [E]
     ei, ej = np.asarray(ei, np.int64), np.asarray(ej, np.int64)
-    temperature = float(temperature)
+    temperature = _check_temperature(temperature)
     state = _SparseSinkhorn(n_a, n_b, cost_limit)
     state.set_edges(ei, ej, cost)
     spread = float(cost.max() - cost.min()) if cost.size else 0.0
@@ -432,9 +436,7 @@ def perturb_and_map(cost, n_samples: int = 100, temperature: float = 1.0, cost_l
     """
     cost = _check_cost(cost)
     limit = _check_limit(cost_limit)
-    temperature = float(temperature)
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
+    temperature = _check_temperature(temperature)
     n_samples = int(n_samples)
     if n_samples < 1:
         raise ValueError(f"n_samples must be positive, got {n_samples}")
@@ -499,10 +501,13 @@ def marginal_assignment(marginals, cost=None, min_probability: float = 0.0, view
     if sp.issparse(marginals):
         coo = sp.coo_matrix(marginals)
         coo.sum_duplicates()
+        bad = ~((coo.data >= 0) & (coo.data <= 1 + 1e-9))  # NaN included, as in the dense check
+        if bad.any():
+            k = np.flatnonzero(bad)[0]
+            raise ValueError(f"marginals must lie in [0, 1], got {coo.data[k]} at row {coo.row[k]}, "
+                             f"column {coo.col[k]}")
         keep = coo.data >= 0 if match_all else coo.data > p0
         P = sp.csr_matrix((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=coo.shape)
-        if (P.data > 1 + 1e-9).any() or (coo.data < 0).any():
-            raise ValueError("marginals must lie in [0, 1]")
         shape = P.shape
         if P.nnz:
             al = sparse_assignment(sp.csr_matrix((-P.data, P.indices, P.indptr), shape=shape), cost_limit=limit,
