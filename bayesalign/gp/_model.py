@@ -69,10 +69,10 @@ class LatentGPBase(BaseEstimator):
 
     # -- parameters -----------------------------------------------------------------------------
     def _check_params(self):
-        if not isinstance(self.latent_dim, (int, np.integer)) or self.latent_dim < 1:
-            raise ValueError(f"latent_dim must be an int >= 1, got {self.latent_dim!r}")
-        if not isinstance(self.num_inducing, (int, np.integer)) or self.num_inducing < 1:
-            raise ValueError(f"num_inducing must be an int >= 1, got {self.num_inducing!r}")
+        for name in ("latent_dim", "num_inducing"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if not self.snr > 0:
             raise ValueError(f"snr must be positive, got {self.snr!r}")
         if self.warmup_iters < 0 or self.max_iter < 0:
@@ -81,8 +81,10 @@ class LatentGPBase(BaseEstimator):
             raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}")
         if getattr(self, "inducing", "shared") not in ("shared", "per_view"):
             raise ValueError(f"inducing must be 'shared' or 'per_view', got {self.inducing!r}")
-        if not self.init_variance > 0:
-            raise ValueError(f"init_variance must be positive, got {self.init_variance!r}")
+        if not 0 < self.init_variance < np.inf:
+            raise ValueError(f"init_variance must be positive and finite, got {self.init_variance!r}")
+        if self.jitter is not None and not 0 <= self.jitter < np.inf:
+            raise ValueError(f"jitter must be None or a finite float >= 0, got {self.jitter!r}")
         after = self.precondition_after
         if after is not None and (not isinstance(after, (int, np.integer)) or isinstance(after, bool) or after < 0):
             raise ValueError(f"precondition_after must be None or an int >= 0, got {after!r}")
@@ -509,9 +511,14 @@ class LatentGPBase(BaseEstimator):
         return {name: float(n) for name, n in zip(self.view_names_, self.module_.noise.detach().cpu())}
 
     # -- prediction and inference ---------------------------------------------------------------
-    def _tensor(self, array):
+    def _tensor(self, array, name: str = "the input"):
+        """A copy of a finite float64 array in the model's dtype; refused when it overflows that dtype (float32)."""
         p = self.module_.q_mean
-        return torch.tensor(np.asarray(array, dtype=np.float64), dtype=p.dtype, device=p.device)  # a copy
+        tensor = torch.tensor(np.asarray(array, dtype=np.float64), dtype=p.dtype, device=p.device)
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{name} has values beyond the range of the model's {str(p.dtype).replace('torch.', '')} "
+                             f"(largest magnitude {np.abs(array).max():.3g}); standardise it or fit in float64")
+        return tensor
 
     def _predict(self, view, X, X_variance=None, include_noise=True, chunk_size=256):
         v = self._view_index(view)
@@ -532,14 +539,16 @@ class LatentGPBase(BaseEstimator):
             post = module.posterior(v)
             alpha, W = post.alpha, post.woodbury_inv  # [M, D], [M, M]
             means, variances = [], []
-            Xt, St = self._tensor(X), self._tensor(S)
+            Xt, St = self._tensor(X, "X"), self._tensor(S, "X_variance")
             for start in range(0, X.shape[0], chunk_size):
                 # moments of f under q(x*) = N(X, diag(S)) (S = 0: exact GP predictions)
                 stats = psi_statistics(kernel, Xt[start:start + chunk_size], St[start:start + chunk_size], Z,
                                        per_point=True)
-                mean = stats.psi1 @ alpha  # [n, D]
-                second = torch.einsum("md,nmk,kd->nd", alpha, stats.psi2, alpha)  # alpha_d' psi2_n alpha_d
-                shared = stats.psi0 - (stats.psi2 * W).sum((-2, -1))  # psi0_n - tr(W psi2_n)   [n]
+                # q(u) is float64 whatever the model's dtype: a float32 model's statistics join it there
+                psi0, psi1, psi2 = (s.to(alpha.dtype) for s in (stats.psi0, stats.psi1, stats.psi2))
+                mean = psi1 @ alpha  # [n, D]
+                second = torch.einsum("md,nmk,kd->nd", alpha, psi2, alpha)  # alpha_d' psi2_n alpha_d
+                shared = psi0 - (psi2 * W).sum((-2, -1))  # psi0_n - tr(W psi2_n)   [n]
                 var = (second - mean.square() + shared[:, None]).clamp_min(0.0)
                 if include_noise:
                     var = var + module.noise[v]
@@ -561,12 +570,17 @@ class LatentGPBase(BaseEstimator):
             raise ValueError(f"view {name!r}: new rows have {Y_new.shape[1]} columns, the model was fitted "
                              f"with {self.n_features_in_[name]}")
         keep = self.kept_columns_[name]
-        Yc = self._tensor(Y_new[:, keep] - self.output_means_[name][keep])
+        Yc = self._tensor(Y_new[:, keep] - self.output_means_[name][keep], f"view {name!r}: Y_new")
         if context is not None:  # (Y, mean, variance) of earlier rows: centred as the training outputs
             Y_ctx, mean_ctx, var_ctx = context
             Y_ctx = check_view(Y_ctx, f"{name} (context)")
-            context = (self._tensor(mean_ctx), self._tensor(var_ctx),
-                       self._tensor(Y_ctx[:, keep] - self.output_means_[name][keep]))
+            mean_ctx, var_ctx = check_view(mean_ctx, "context mean"), check_view(var_ctx, "context variance")
+            D, Q = self.n_features_in_[name], self.module_.q_mean.shape[1]
+            if Y_ctx.shape[1] != D or not mean_ctx.shape == var_ctx.shape == (Y_ctx.shape[0], Q) or (var_ctx < 0).any():
+                raise ValueError(f"view {name!r}: context must be (Y [n, {D}], mean [n, {Q}], variance [n, {Q}] >= 0), "
+                                 f"got shapes {Y_ctx.shape}, {mean_ctx.shape}, {var_ctx.shape}")
+            context = (self._tensor(mean_ctx, "context mean"), self._tensor(var_ctx, "context variance"),
+                       self._tensor(Y_ctx[:, keep] - self.output_means_[name][keep], f"view {name!r}: context Y"))
         mean, var = infer_latent(self.module_, v, Yc, max_iter=max_iter, tol=tol,
                                  progress=self.progress if progress is None else progress, chunk_size=chunk_size,
                                  desc=f"infer {name}", context=context)

@@ -19,7 +19,8 @@ from .._utils import as_rng
 from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
 
 __all__ = ["anchored_latent", "as_paired_views", "as_views", "cca_latent", "centre_view", "check_observed",
-           "complete_views", "entity_means_from_embedding", "init_latent", "pad_latent", "partial_latent"]
+           "check_paired", "complete_views", "entity_means_from_embedding", "init_latent", "pad_latent",
+           "partial_latent"]
 
 _INITS = ("pca", "pca_split", "cca", "random")
 
@@ -27,6 +28,12 @@ _INITS = ("pca", "pca_split", "cca", "random")
 def as_paired_views(data) -> tuple[list[str], list[np.ndarray]]:
     """Names and validated float64 arrays of paired views (Views, dict, list, AlignmentProblem)."""
     names, arrays = as_views(data)
+    check_paired(names, arrays)
+    return names, arrays
+
+
+def check_paired(names: list[str], arrays: list[np.ndarray]) -> None:
+    """Raise a ValueError naming the odd views when the views do not all have the same number of rows."""
     sizes = {name: a.shape[0] for name, a in zip(names, arrays)}
     if len(set(sizes.values())) > 1:
         common = max(set(sizes.values()), key=list(sizes.values()).count)
@@ -34,7 +41,6 @@ def as_paired_views(data) -> tuple[list[str], list[np.ndarray]]:
         raise ValueError(f"the views must be paired (row i of every view is the same point), but their "
                          f"numbers of rows differ: {sizes}; {sorted(odd)} differ from {common} rows "
                          "(pass observed= to fit views of different entities)")
-    return names, arrays
 
 
 def as_views(data) -> tuple[list[str], list[np.ndarray]]:

@@ -55,7 +55,7 @@ def save_model(model, path) -> None:
 
     Stored: every tensor of ``model.module_.state_dict()`` (raw parameters, constraint bounds, the
     centred training outputs), the column means and kept-column masks of each view, the bound
-    history, and JSON metadata.
+    history, the final bound and start of every restart, and JSON metadata.
     """
     model._check_fitted()
     module = model.module_
@@ -64,12 +64,16 @@ def save_model(model, path) -> None:
         "params": _json_params(model), "view_names": list(model.view_names_),
         "n_features": {k: int(v) for k, v in model.n_features_in_.items()},
         "jitter": module.jitter, "n_iter": int(model.n_iter_), "n_warmup": int(model.n_warmup_),
-        "converged": bool(model.converged_),
+        "converged": bool(model.converged_), "interrupted": bool(getattr(model, "interrupted_", False)),
         "latent_prior": {"name": module.latent_prior.name,
                          "strength": float(getattr(module.latent_prior, "strength", 0.0))},
     }
+    restarts = {}
+    if hasattr(model, "restart_bounds_"):  # every restart of the fit, and which one was kept
+        meta.update(restart_inits=list(model.restart_inits_), best_restart=int(model.best_restart_))
+        restarts["restart_bounds"] = np.asarray(model.restart_bounds_, dtype=np.float64)
     arrays = {"meta": np.array(json.dumps(meta)), "history": np.asarray(model.history_, dtype=np.float64),
-              "history_seconds": np.asarray(model.history_seconds_, dtype=np.float64)}
+              "history_seconds": np.asarray(model.history_seconds_, dtype=np.float64), **restarts}
     for key, value in module.state_dict().items():
         arrays[f"state/{key}"] = value.detach().cpu().numpy()
     if isinstance(module.latent_prior, GraphLaplacianPrior):  # its graph, as plain arrays
@@ -179,4 +183,9 @@ def _read_model(path, device):
     model.n_iter_ = int(meta["n_iter"])
     model.n_warmup_ = int(meta["n_warmup"])
     model.converged_ = bool(meta["converged"])
+    model.interrupted_ = bool(meta.get("interrupted", False))
+    if "restart_bounds" in arrays:  # files written before 2026-11-25 do not have them
+        model.restart_bounds_ = arrays["restart_bounds"]
+        model.restart_inits_ = [str(label) for label in meta["restart_inits"]]
+        model.best_restart_ = int(meta["best_restart"])
     return model

@@ -116,10 +116,12 @@ class LatentGPModule(gpytorch.Module):
         self.inducing_inputs = torch.nn.Parameter(inducing_inputs.clone())  # [1 or V, M, Q]
         self.kernels = torch.nn.ModuleList(kernels)
         self.register_parameter("raw_noise", torch.nn.Parameter(torch.zeros_like(noise)))  # [V]
-        self.register_constraint("raw_noise", GreaterThan(noise_floor))
+        # gpytorch makes a constraint's bounds in the default dtype (float32), where a floor above 3e38 (data of
+        # scale 1e22) is inf: the floor is set after everything is brought to our dtype
+        self.register_constraint("raw_noise", GreaterThan(torch.zeros_like(noise_floor)))
         self.jitter = float(jitter)
-        # gpytorch constraints keep their bounds in the default dtype: bring everything to ours
         self.to(dtype=q_mean.dtype, device=q_mean.device)
+        self.raw_noise_constraint.lower_bound = torch.as_tensor(noise_floor, dtype=q_mean.dtype, device=q_mean.device)
         self.noise = noise
 
     @property

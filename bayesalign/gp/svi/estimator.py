@@ -24,9 +24,9 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
-from ...data.views import check_view
+from ...data.views import InputTypeError, check_view
 from ..inference import nearest_observed_rows
-from ..initialisation import check_observed, entity_means_from_embedding, init_latent, partial_latent
+from ..initialisation import check_observed, check_paired, entity_means_from_embedding, init_latent, partial_latent
 from ..kernels import (
     ard_relevance,
     make_kernel,
@@ -341,6 +341,8 @@ class StochasticMRD(BaseEstimator):
         likelihoods = self._likelihood_names(names)
         for name, lik, Y in zip(names, likelihoods, arrays):
             check_targets(lik, Y, name)
+        if observed is None:  # paired: row n of every view is entity n
+            check_paired(names, arrays)
         observed, N = check_observed(observed, names, arrays)
         Q, M = int(self.latent_dim), int(self.num_inducing)
         if N < 2:
@@ -435,7 +437,10 @@ class StochasticMRD(BaseEstimator):
 
     def _train(self) -> None:
         if self.optimizer == "lbfgs":
-            return self._train_lbfgs()
+            device = self.model_.q_x.mean.device
+            # Pyro's guide draws X (unused by the exact Gaussian terms) from a forked RNG: the caller's stays as it was
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                return self._train_lbfgs()
         from tqdm.auto import tqdm
 
         model = self.model_
@@ -801,7 +806,7 @@ class StochasticMRD(BaseEstimator):
 
     def _view_index(self, view) -> int:
         self._check_fitted()
-        if isinstance(view, (int, np.integer)) and 0 <= view < len(self.view_names_):
+        if isinstance(view, (int, np.integer)) and not isinstance(view, bool) and 0 <= view < len(self.view_names_):
             return int(view)
         if view in self.view_names_:
             return self.view_names_.index(view)
@@ -831,12 +836,15 @@ class StochasticMRD(BaseEstimator):
         self._check_fitted()
         v = self._view_index(view)
         name = self.view_names_[v]
-        Y = np.array(Y_new, dtype=np.float64, copy=True)
+        try:
+            Y = np.array(Y_new, dtype=np.float64, copy=True)
+        except (TypeError, ValueError) as exc:  # strings, ragged lists
+            raise InputTypeError(f"view {name!r}: Y_new cannot be read as a numeric array ({exc})") from None
         if Y.ndim == 1:
             Y = Y[None]
-        if Y.ndim != 2 or Y.shape[1] != self.n_features_in_[name]:
-            raise ValueError(f"Y_new for view {name!r} must have {self.n_features_in_[name]} columns, got shape "
-                             f"{Y.shape}")
+        if Y.ndim != 2 or Y.shape[0] == 0 or Y.shape[1] != self.n_features_in_[name]:
+            raise ValueError(f"Y_new for view {name!r} must have at least one row and {self.n_features_in_[name]} "
+                             f"columns, got shape {Y.shape}")
         if int(num_samples) < 2:
             raise ValueError(f"num_samples must be >= 2, got {num_samples!r}")
         check_targets(self.likelihoods_[name], Y, name)

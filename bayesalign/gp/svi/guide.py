@@ -218,8 +218,10 @@ class ViewGP(ApproximateGP):
         strategy = VariationalStrategy(self, inducing_inputs, q_u, learn_inducing_locations=True, jitter_val=jitter)
         super().__init__(strategy)
         # q(u) = p(u) = N(0, I) (whitened) from the start; GPyTorch would otherwise do this (with a small random
-        # perturbation) at the first call, after the guide has already read q(u)
-        with torch.no_grad():
+        # perturbation) at the first call, after the guide has already read q(u). The perturbation is drawn (times
+        # mean_init_std = 0) from a forked RNG: building the model leaves the caller's global RNG as it was
+        devices = [inducing_inputs.device] if inducing_inputs.device.type == "cuda" else []
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
             q_u.initialize_variational_distribution(strategy.prior_distribution)
             strategy.variational_params_initialized.fill_(1)
         self.mean_module = ConstantMean(batch_shape=batch) if constant_mean else ZeroMean()
