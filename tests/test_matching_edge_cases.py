@@ -94,3 +94,14 @@ def test_likelihood_cost_names_the_variance_that_is_not_positive():
     bad[2, 1] = 0.0
     with pytest.raises(ValueError, match=r"var_b.*row 2"):
         m.likelihood_cost(mean, var, mean, bad)
+
+
+def test_myopic_drops_a_pair_at_exactly_the_cost_limit_as_linear_assignment_does():
+    C = np.array([[1.0, 5.0], [5.0, 2.0]])
+    assert m.linear_assignment(C, cost_limit=2.0).pairs.tolist() == [[0, 0]]
+    assert m.myopic_assignment(C, cost_limit=2.0).pairs.tolist() == [[0, 0]]
+
+
+def test_myopic_refuses_a_fractional_order():
+    with pytest.raises(TypeError, match="order: row indices must be integers"):
+        m.myopic_assignment(np.eye(3), order=[0.5, 1, 2])

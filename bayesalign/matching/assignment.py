@@ -16,6 +16,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import maximum_bipartite_matching, min_weight_full_bipartite_matching
 
 from ..data import Alignment, check_view
+from ..data.views import _index_array
 from .costs import _check_cost, _check_limit, _check_metric, _GraphCosts, _MatrixCosts, _PointCosts
 
 __all__ = ["assign", "linear_assignment", "myopic_assignment", "sparse_assignment"]
@@ -459,7 +460,8 @@ def myopic_assignment(cost_or_points_a, points_b=None, order=None, metric: str =
     .. math:: \sigma^{-1}(j_t) = \arg\min_{i \notin \{\sigma^{-1}(j_1..j_{t-1})\}} C_{i j_t},
 
     ties to the lowest index. A point of b finds no partner once a is exhausted, or (with
-    ``cost_limit``) when its nearest free point costs more than the limit. Time O(n_a n_b),
+    ``cost_limit``) when its nearest free point costs the limit or more (leaving both unmatched costs as
+    much, and :func:`linear_assignment` drops such a pair too). Time O(n_a n_b),
     memory O(n_a) beyond the inputs (costs from points are computed column by column).
 
     Examples
@@ -484,7 +486,7 @@ def myopic_assignment(cost_or_points_a, points_b=None, order=None, metric: str =
     if order is None:
         order = np.arange(n_b)
     else:
-        order = np.asarray(order, dtype=np.int64)
+        order = _index_array(order, "order")
         if order.ndim != 1 or order.size != np.unique(order).size or (order.size and (
                 order.min() < 0 or order.max() >= n_b)):
             raise ValueError(f"order must list distinct rows of view b (0..{n_b - 1})")
@@ -496,7 +498,7 @@ def myopic_assignment(cost_or_points_a, points_b=None, order=None, metric: str =
         col = column(j)  # [n_a]
         col[~free] = np.inf
         i = int(np.argmin(col))
-        if not np.isfinite(col[i]) or (limit is not None and col[i] > limit):
+        if not np.isfinite(col[i]) or (limit is not None and col[i] >= limit):
             continue
         free[i] = False
         rows.append(i)
