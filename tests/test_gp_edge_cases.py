@@ -103,7 +103,7 @@ def test_data_of_a_large_scale_fit_as_the_same_data_of_unit_scale(tmp_path):
 
 @pytest.mark.parametrize("param, value", [("jitter", -1e-6), ("jitter", float("nan")),
                                           ("init_variance", float("inf")), ("latent_dim", True),
-                                          ("num_inducing", True)])
+                                          ("num_inducing", True), ("tol", -1.0), ("tol", float("nan"))])
 def test_bad_hyperparameters_are_refused_by_name(param, value):
     # a negative or NaN jitter and an infinite init_variance ended in a NaN bound blamed on the noise (snr);
     # latent_dim=True fitted a one-dimensional model
@@ -153,6 +153,16 @@ def test_infer_refuses_a_context_of_the_wrong_shape_by_name():
     for context in [(Y[:3, :4], mean, var), (Y[:3], mean[:, :1], var[:, :1]), (Y[:2], mean, var), (Y[:3], mean, -var)]:
         with pytest.raises(ValueError, match=r"view 'a': " + shapes):
             model.infer("a", Y[3:5], progress=False, context=context)
+
+
+def test_infer_refuses_a_budget_or_tolerance_it_cannot_run_with():
+    # max_iter = -1 and tol = NaN ran and warned only that the rows had not converged
+    views = two_views()
+    model = quiet_fit(MRD(**SMALL), views)
+    for kwargs, what in (({"max_iter": -1}, "max_iter must be an int >= 1"), ({"max_iter": 2.5}, "max_iter"),
+                         ({"tol": float("nan")}, "tol must be a finite float >= 0")):
+        with pytest.raises(ValueError, match=what):
+            model.infer("a", views["a"][:2], progress=False, **kwargs)
 
 
 def test_a_float32_model_refuses_inputs_that_overflow_float32_instead_of_returning_nan():

@@ -75,6 +75,8 @@ class LatentGPBase(BaseEstimator):
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if not self.snr > 0:
             raise ValueError(f"snr must be positive, got {self.snr!r}")
+        if not 0 <= self.tol < np.inf:
+            raise ValueError(f"tol must be a finite float >= 0, got {self.tol!r}")
         if self.warmup_iters < 0 or self.max_iter < 0:
             raise ValueError("warmup_iters and max_iter must be >= 0")
         if self.optimizer not in ("lbfgs", "adam"):
@@ -563,6 +565,10 @@ class LatentGPBase(BaseEstimator):
         return out_mean, out_var
 
     def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=1024, context=None):
+        if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 1:
+            raise ValueError(f"infer: max_iter must be an int >= 1, got {max_iter!r}")
+        if not 0 <= tol < np.inf:
+            raise ValueError(f"infer: tol must be a finite float >= 0, got {tol!r}")
         v = self._view_index(view)
         name = self.view_names_[v]
         Y_new = check_view(Y_new, name)
