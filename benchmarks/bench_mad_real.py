@@ -154,7 +154,7 @@ def main(argv=None):
                          and (suffix or not k.endswith(STANDARDISED))), key=lambda k: np.mean(complete[k]))
             bests[suffix] = (label, float(np.mean(complete[label])))
 
-        def reference(label):  # the best baseline on the same data as the row
+        def reference(label, bests=bests):  # the best baseline on the same data as the row
             return bests[STANDARDISED if (label.endswith(STANDARDISED) or "standardised" in label) else ""]
 
         print(f"\n## {name} ({len(args.seeds)} anchor draws, 10% anchors)")

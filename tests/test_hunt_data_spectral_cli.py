@@ -4,9 +4,8 @@ each test pins a bug found by a bug hunt (it failed before its fix)."""
 import numpy as np
 import pytest
 
-from bayesalign import cli
+from bayesalign import cli, spectral
 from bayesalign.data import AlignmentProblem, InputTypeError, LatentEmbedding
-from bayesalign import spectral
 from bayesalign.spectral import AnchorSimilarityBaseline, CCAAlignment, LinearAlignment, procrustes
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._utils import as_rng
-from .views import InputTypeError, _index_array
+from .views import _index_array
 
 
 @dataclass(frozen=True, eq=False)
