@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
+from .data import check_view
 from .matching import gromov_wasserstein_coupling, mutual_nearest, sinkhorn, sinkhorn_marginals
 
 __all__ = ["BOOTSTRAPS", "SubspaceProcrustes", "reflection_starts", "subspace_procrustes", "unsupervised_pairs"]
@@ -54,9 +55,11 @@ def reflection_starts(view_a, view_b, n_axes: int = 2, temperature: float = 0.05
     """
     from itertools import product
 
+    if isinstance(n_axes, bool) or not isinstance(n_axes, (int, np.integer)) or n_axes < 1:
+        raise ValueError(f"n_axes must be a positive int, got {n_axes!r}")
     projections = []
-    for view in (view_a, view_b):
-        Z = _standardised(view)
+    for name, view in (("view_a", view_a), ("view_b", view_b)):
+        Z = _standardised(check_view(view, name))  # a hole would stop the SVD with no word of where
         k = min(int(n_axes), *Z.shape)
         U, s, _ = np.linalg.svd(Z - Z.mean(0), full_matrices=False)
         P = U[:, :k] * s[:k]  # [n, k] principal scores
@@ -244,6 +247,7 @@ def unsupervised_pairs(view_a, view_b, method: str = "gromov_wasserstein", views
     >>> sorted(map(tuple, pairs.tolist()))
     [(0, 3), (1, 2), (2, 1), (3, 0)]
     """
+    view_a, view_b = check_view(view_a, "view_a"), check_view(view_b, "view_b")  # a hole: say where it is
     if method == "gromov_wasserstein":
         dist = []
         for view in (view_a, view_b):

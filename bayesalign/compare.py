@@ -200,7 +200,13 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
         datasets = {name: name for name in datasets}
     methods = [m for m in (methods or COMPARE_METHODS) if methods or METHODS[m].available]
     fractions = tuple(fractions or (QUICK_FRACTIONS if quick else FRACTIONS))
-    seeds = range(int(seeds or (1 if quick else 3))) if seeds is None or np.isscalar(seeds) else list(seeds)
+    if seeds is None:
+        seeds = 1 if quick else 3
+    if np.isscalar(seeds):  # a count (0 or 2.5 is no count of seeds; [0] is seed 0)
+        if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
+            raise ValueError(f"seeds must be a positive count or a list of seeds, got {seeds!r}")
+        seeds = range(int(seeds))
+    seeds = list(seeds)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     say = log or (lambda line: None)

@@ -103,7 +103,7 @@ def default_view_name(path) -> str:
 
 def _kind(path: Path) -> str:
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".bz2", ".xz", ".zip"):
+    if suffixes and suffixes[-1] in (".gz", ".bz2", ".xz"):
         suffixes = suffixes[:-1]
     kind = suffixes[-1] if suffixes else ""
     if kind not in TEXT_SUFFIXES + ARRAY_SUFFIXES:

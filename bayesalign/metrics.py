@@ -107,8 +107,8 @@ def _pair_keys(ia, ib, ta, tb):
 def kendall_tau_distance(predicted, truth, views=None) -> float:
     r"""Normalised Kendall-tau distance between the predicted and the true matching.
 
-    For the m rows i of view a that the prediction matches to a row :math:`p_i` of view b
-    which has a true partner in a, let :math:`r_i = t^{-1}(p_i)` be that true partner (the row
+    For the m rows i of view a with a true partner that the prediction matches to a row
+    :math:`p_i` of view b which has a true partner in a, let :math:`r_i = t^{-1}(p_i)` be that true partner (the row
     of a the prediction effectively puts at position i). The distance is the fraction of
     discordant pairs between the order of the rows of a and the order of the :math:`r_i`,
 
@@ -199,6 +199,8 @@ def _confidence_and_correct(predicted, truth, views, need_probabilities=True):
     """
     if not isinstance(predicted, Alignment):
         conf = np.asarray(predicted, dtype=np.float64).reshape(-1)
+        if np.isnan(conf).any():  # a NaN would fall in no bin, or sort anywhere
+            raise ValueError(f"confidence {int(np.flatnonzero(np.isnan(conf))[0])} is NaN")
         correct = np.asarray(truth).reshape(-1)
         if correct.shape != conf.shape:
             raise ValueError(f"{conf.size} confidences but {correct.size} correctness flags")
@@ -287,14 +289,20 @@ def precision_at_coverage(predicted, truth, coverage: float = 0.5, views=None) -
 # ------------------------------------------------------------------------------------------
 # Latent spaces: ranks of the true match
 # ------------------------------------------------------------------------------------------
+def _latent_dims(embedding: LatentEmbedding, dims) -> np.ndarray:
+    """The dimensions to compare the views in: ``dims``, default the embedding's shared ones."""
+    dims = embedding.shared_dims if dims is None else np.asarray(dims, dtype=np.int64)
+    if not dims.size:
+        raise ValueError("the embedding has no shared dimensions to compare the views in")
+    return dims
+
+
 class _Distances:
     """Distances between query rows of one side and a pool of rows of the other, in blocks."""
 
     def __init__(self, scores, views, dims):
         if isinstance(scores, LatentEmbedding):
-            dims = scores.shared_dims if dims is None else np.asarray(dims, dtype=np.int64)
-            if not dims.size:
-                raise ValueError("the embedding has no shared dimensions to compare the views in")
+            dims = _latent_dims(scores, dims)
             self.points = (scores.means[views[0]][:, dims], scores.means[views[1]][:, dims])
             self.cost = None
             self.shape = (self.points[0].shape[0], self.points[1].shape[0])
@@ -341,6 +349,10 @@ def _rank_counts(scores, truth, views, dims, side):
     if not ta.size:
         raise ValueError("no true pairs to evaluate on")
     if problem is not None:
+        n_rows = tuple(problem.views.n_samples[problem.views.name_of(v)] for v in views)
+        if tuple(dist.shape) != n_rows:  # pools and truth index the views' rows
+            raise ValueError(f"the scores are {tuple(dist.shape)}, but views {views[0]!r} and {views[1]!r} have "
+                             f"{n_rows[0]} and {n_rows[1]} rows")
         pools = (problem.unaligned(views[0]), problem.unaligned(views[1]))
     else:
         pools = (np.arange(dist.shape[0]), np.arange(dist.shape[1]))
@@ -487,7 +499,7 @@ def label_transfer_accuracy(embedding: LatentEmbedding, labels, views=None, k: i
         if view not in label_of:
             raise ValueError(f"no labels for view {view!r}")
     y_a, y_b = np.asarray(label_of[views[0]]), np.asarray(label_of[views[1]])
-    dims = embedding.shared_dims if dims is None else np.asarray(dims, dtype=np.int64)
+    dims = _latent_dims(embedding, dims)
     z_a, z_b = embedding.means[views[0]][:, dims], embedding.means[views[1]][:, dims]
     if y_a.shape != (z_a.shape[0],) or y_b.shape != (z_b.shape[0],):
         raise ValueError("labels must have one entry per row of each view")
@@ -517,7 +529,8 @@ def evaluate(alignment: Alignment, problem: AlignmentProblem, coverage: float = 
     the alignment carries probabilities, ``ece`` (:func:`expected_calibration_error`), ``brier``
     (:func:`brier_score`) and ``precision_at_coverage`` (of the ``coverage`` fraction of most
     confident pairs). The truth is restricted to the pairs whose rows are both candidates of the
-    alignment (the rows it was asked to match).
+    alignment (the rows it was asked to match) and, as for every metric given a problem, unaligned
+    (anchors are given, not found).
 
     Examples
     --------
@@ -527,9 +540,9 @@ def evaluate(alignment: Alignment, problem: AlignmentProblem, coverage: float = 
     >>> round(out["accuracy"], 3), out["n_pairs"]
     (0.333, 3)
     """
-    a, b = alignment.views
-    truth = problem.truth_between(a, b)
-    held = truth.subset(np.isin(truth.index_a, alignment.candidates_a) & np.isin(truth.index_b, alignment.candidates_b))
+    ta, tb, _ = _truth_pairs(problem, tuple(alignment.views))  # the anchors' pairs left out
+    keep = np.isin(ta, alignment.candidates_a) & np.isin(tb, alignment.candidates_b)
+    held = Correspondence(tuple(alignment.views), ta[keep], tb[keep])
     out = {"n_pairs": len(alignment), "accuracy": float(matching_accuracy(alignment, held)),
            "kendall_tau": float(kendall_tau_distance(alignment, held))}
     if alignment.probabilities is not None and len(alignment):

@@ -136,7 +136,7 @@ def mocap(representation: str = "channels", step: int = 1, n_frames: int | None 
     """
     if representation not in ("channels", "positions"):
         raise ValueError(f"mocap: representation must be 'channels' or 'positions', got {representation!r}")
-    if not isinstance(step, (int, np.integer)) or step < 1:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
         raise ValueError(f"mocap: step must be a positive integer, got {step!r}")
     skeleton, channels, frames = _cmu35()
     keep = np.arange(0, channels.shape[0], step)
@@ -216,7 +216,8 @@ def _per_class_rows(labels: np.ndarray, n_per_class, seed, who: str) -> np.ndarr
     if n_per_class is None:
         return np.arange(labels.size)
     classes, counts = np.unique(labels, return_counts=True)
-    if not isinstance(n_per_class, (int, np.integer)) or not 1 <= n_per_class <= counts.min():
+    if isinstance(n_per_class, bool) or not isinstance(n_per_class, (int, np.integer)) \
+            or not 1 <= n_per_class <= counts.min():
         raise ValueError(f"{who}: n_per_class must be an integer in [1, {counts.min()}], got {n_per_class!r}")
     rng = as_rng(seed)
     rows = [rng.choice(np.flatnonzero(labels == c), n_per_class, replace=False) for c in classes]
@@ -260,7 +261,7 @@ def digits_halves(digit: int | None = 0, n: int | None = None, seed=0) -> Alignm
     if digit is None:
         rows = np.arange(target.size)
     else:
-        if not isinstance(digit, (int, np.integer)) or not 0 <= digit <= 9:
+        if isinstance(digit, bool) or not isinstance(digit, (int, np.integer)) or not 0 <= digit <= 9:
             raise ValueError(f"digits_halves: digit must be an integer 0-9 or None, got {digit!r}")
         rows = np.flatnonzero(target == digit)
     if n is not None:

@@ -140,6 +140,12 @@ def _helix(u, v):
 _MANIFOLDS = {"swiss_roll": _swiss_roll, "s_curve": _s_curve, "helix": _helix}
 
 
+def _is_real(value) -> bool:
+    """Whether ``value`` is a real number (a string or None is not, though numpy may try to read it as one)."""
+    return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number) \
+        and not isinstance(value, (bool, np.bool_))
+
+
 def _random_orthogonal(dim: int, rng: np.random.Generator) -> np.ndarray:
     """Haar-distributed orthogonal matrix [dim, dim] (QR of a Gaussian matrix with sign fix)."""
     q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
@@ -195,14 +201,14 @@ def manifold_pair(kind: str = "swiss_roll", n: int = 500, noise: float = 0.05, w
         raise ValueError(f"manifold_pair: n must be an integer >= 2, got {n!r}")
     if not isinstance(dim, (int, np.integer)) or dim < 3:
         raise ValueError(f"manifold_pair: dim must be an integer >= 3 (the manifolds live in R^3), got {dim!r}")
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"manifold_pair: noise must be >= 0, got {noise!r}")
     if isinstance(warp, (bool, np.bool_)):
         warp = 0.5 if warp else 0.0
-    if not 0.0 <= warp < 1.0:
-        raise ValueError(f"manifold_pair: warp must be in [0, 1) so the warp stays invertible, got {warp!r}")
-    if not np.isfinite(scale) or scale <= 0:
-        raise ValueError(f"manifold_pair: scale must be positive, got {scale!r}")
+    if not _is_real(noise) or not np.isfinite(noise) or noise < 0:
+        raise ValueError(f"manifold_pair: noise must be a number >= 0, got {noise!r}")
+    if not _is_real(warp) or not 0.0 <= warp < 1.0:
+        raise ValueError(f"manifold_pair: warp must be a number in [0, 1) so the warp stays invertible, got {warp!r}")
+    if not _is_real(scale) or not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"manifold_pair: scale must be a positive number, got {scale!r}")
     rng = as_rng(seed)
     u, v = rng.uniform(size=(2, n))
     points, t = _MANIFOLDS[kind](u, v)  # [n, 3]
