@@ -78,3 +78,10 @@ def host_blas_single_threaded():
         return
     with controller.select(filepath=paths).limit(limits=1):
         yield
+
+
+def check_count(value, name: str, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``; a bool, a fraction or a smaller number is a ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)

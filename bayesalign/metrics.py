@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ._utils import check_count
 from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding
 
 __all__ = ["brier_score", "evaluate", "expected_calibration_error", "foscttm", "kendall_tau_distance",
@@ -240,11 +241,9 @@ def expected_calibration_error(predicted, truth, n_bins: int = 10, views=None) -
     p, y = _confidence_and_correct(predicted, truth, views)
     if (p < 0).any() or (p > 1).any():
         raise ValueError("probabilities must lie in [0, 1]")
-    if int(n_bins) < 1:
-        raise ValueError(f"n_bins must be positive, got {n_bins}")
+    n_bins = check_count(n_bins, "n_bins")
     if not p.size:
         return float("nan")
-    n_bins = int(n_bins)
     bins = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
     count = np.bincount(bins, minlength=n_bins)
     gap = np.abs(np.bincount(bins, y.astype(float), n_bins) - np.bincount(bins, p, n_bins))
@@ -404,10 +403,9 @@ def top_k_accuracy(scores, truth, k: int = 1, views=None, dims=None) -> float:
     >>> top_k_accuracy(D, [0, 1, 2], k=1), top_k_accuracy(D, [0, 1, 2], k=2)
     (0.3333333333333333, 0.6666666666666666)
     """
-    if int(k) < 1:
-        raise ValueError(f"k must be a positive integer, got {k}")
+    k = check_count(k, "k")
     closer, tied, _ = _rank_counts(scores, truth, views, dims, side=0)
-    return float(np.mean(np.clip((int(k) - closer) / (tied + 1), 0.0, 1.0)))
+    return float(np.mean(np.clip((k - closer) / (tied + 1), 0.0, 1.0)))
 
 
 def mean_reciprocal_rank(scores, truth, views=None, dims=None) -> float:
@@ -506,9 +504,7 @@ def label_transfer_accuracy(embedding: LatentEmbedding, labels, views=None, k: i
     targets = problem.unaligned(views[1]) if problem is not None else np.arange(z_b.shape[0])
     if not targets.size:
         return float("nan")
-    k = min(int(k), z_a.shape[0])
-    if k < 1:
-        raise ValueError(f"k must be positive, got {k}")
+    k = min(check_count(k, "k"), z_a.shape[0])
     classes, y_code = np.unique(y_a, return_inverse=True)
     _, idx = cKDTree(z_a).query(z_b[targets], k=k)
     idx = np.asarray(idx).reshape(targets.size, k)  # [n_targets, k]

@@ -114,3 +114,13 @@ def test_a_zip_suffix_is_refused_not_written_as_plain_text(tmp_path):
         archive.writestr("v.csv", "1,2\n3,4\n")
     with pytest.raises(InputError, match=r"unknown file type '\.zip'"):
         read_view(target)  # a real zip was reported as "not a readable text file"
+
+
+def test_counts_that_are_not_positive_integers_are_refused_by_name():
+    # k = 1.5 and n_bins = 2.5 were silently rounded down
+    D = np.array([[0.1, 0.5], [0.2, 0.3]])
+    with pytest.raises(ValueError, match="k must be an int >= 1, got 1.5"):
+        metrics.top_k_accuracy(D, [0, 1], k=1.5)
+    with pytest.raises(ValueError, match="n_bins must be an int >= 1, got 2.5"):
+        metrics.expected_calibration_error([0.9, 0.2], [True, False], n_bins=2.5)
+    assert metrics.top_k_accuracy(D, [0, 1], k=np.int64(2)) == 1.0
