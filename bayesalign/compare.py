@@ -511,18 +511,20 @@ def write_results(frame, out_dir, stem: str = "comparison") -> list[Path]:
     from .io import write_table
 
     out_dir = Path(out_dir)
-    paths = [out_dir / f"{stem}_runs.csv", out_dir / f"{stem}.csv", out_dir / f"{stem}.md"]
-    write_table(paths[0], frame)
-    if len(frame):
-        write_table(paths[1], summarize(frame))
-    with_md = paths[2]
     from ._utils import atomic_write
 
-    with atomic_write(with_md, "w") as handle:
+    runs, summary, markdown = out_dir / f"{stem}_runs.csv", out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
+    write_table(runs, frame)
+    written = [runs]
+    if len(frame):
+        write_table(summary, summarize(frame))
+        written.append(summary)
+    with atomic_write(markdown, "w") as handle:
         handle.write(markdown_summary(frame))
+    written.append(markdown)
     for dataset in (frame["dataset"].unique() if len(frame) else []):
-        paths.append(plot_accuracy(frame, dataset, out_dir / f"{stem}_{dataset}_accuracy.png"))
-    return [p for p in paths if p.exists()]
+        written.append(plot_accuracy(frame, dataset, out_dir / f"{stem}_{dataset}_accuracy.png"))
+    return written  # only what this call wrote (a summary left by an earlier run in out_dir is not among them)
 
 
 # Demo --------------------------------------------------------------------------------------------

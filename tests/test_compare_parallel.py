@@ -125,3 +125,12 @@ def test_compare_command_with_jobs_and_cache(tmp_path, capsys):
                          (["--backend", "dask"], "--backend dask needs")):
         assert cli.main(argv + bad) == 2
         assert message in capsys.readouterr().err
+
+
+def test_write_results_lists_only_what_it_wrote(tmp_path, serial_table):
+    (tmp_path / "comparison.csv").write_text("a summary of an earlier run\n")
+    written = compare.write_results(serial_table.iloc[:0], tmp_path)  # no runs: no summary to write
+    assert [p.name for p in written] == ["comparison_runs.csv", "comparison.md"]
+    written = compare.write_results(serial_table, tmp_path)
+    assert {"comparison_runs.csv", "comparison.csv", "comparison.md"} <= {p.name for p in written}
+    assert all(p.exists() for p in written)
