@@ -719,7 +719,9 @@ def smallest_generalized_eigenvectors(L, D, k: int, *, skip_trivial: bool = True
         raise ValueError(f"method must be 'auto', 'dense', 'arpack' or 'lobpcg', got {method!r}")
     order = np.argsort(values)
     values, G = values[order], G[:, order]
-    G, _ = np.linalg.qr(G)  # exact orthonormality (iterative solvers stop at tol)
+    # The shift-invert operator multiplies round-off along the trivial vectors (eigenvalue 0) by 1 / |sigma| = 1e6:
+    # project them out of the result again, then exact orthonormality (iterative solvers stop at tol).
+    G, _ = np.linalg.qr(deflate(G))
     F = _fix_signs(inv_sqrt[:, None] * G)  # [n, k]
     values = np.einsum("ij,ij->j", F, L @ F)  # Rayleigh quotients, F' D F = I
     return values, F
