@@ -1,0 +1,283 @@
+"""MADEnsemble: several MAD fits of one problem, their match likelihoods pooled into one (a product of experts).
+
+The bound of MRD is multimodal, and the fit a MAD keeps depends on its settings (``latent_dim`` above all): on the
+shipped real pairs a fit with 10 latent dimensions aligns some pairs better and one with 20 others, and neither
+the bound nor the anchors say which (benchmarks/RESULTS.md, "Pooled fits"). Pooling both fits' tempered match
+likelihoods aligns better than either on most pairs: their errors are partly independent.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+
+from .data import AlignmentProblem, LatentEmbedding
+from .mad_matching import PosteriorMatching, _check_temperature
+from .matching import COSTS, posterior_temperature
+
+__all__ = ["MADEnsemble"]
+
+
+def _same_problem(p: AlignmentProblem, q: AlignmentProblem) -> bool:
+    """Whether two problems hold the same views (names, values) and the same anchors between every pair of views."""
+    if p is q:
+        return True
+    names = p.views.names
+    if list(names) != list(q.views.names):
+        return False
+    for view in names:
+        x, y = np.asarray(p.views[view]), np.asarray(q.views[view])
+        if x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+            return False
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            s, t = p.anchors_between(a, b, implied=True), q.anchors_between(a, b, implied=True)
+            if set(zip(s.index_a.tolist(), s.index_b.tolist())) != set(zip(t.index_a.tolist(), t.index_b.tolist())):
+                return False
+    return True
+
+
+def _tempered(mean, var, temperature: float, cost: str):
+    """A member's posteriors (in the coordinates its ``cost`` compares) tempered by ``temperature`` T: for the
+    likelihood cost the variances times T (the Gaussian match likelihood's covariance widened T-fold), for the mean
+    cost the coordinates over sqrt(T) (its cost divided by T)."""
+    if cost == "likelihood":
+        return mean, var * temperature
+    scale = 1.0 / np.sqrt(temperature)
+    return mean * scale, var * scale ** 2
+
+
+class MADEnsemble(PosteriorMatching, BaseEstimator):
+    r"""Several MAD fits of the same problem pooled into one match distribution (a product of experts).
+
+    Each member f (a fitted :class:`bayesalign.MAD`) gives a candidate pair (i, j) of the unaligned rows of views a
+    and b its tempered match likelihood, the member's own match probabilities before the one-to-one constraint:
+
+    .. math:: p_f(i \leftrightarrow j) \propto \exp(-C^f_{ij} / T_f),
+
+    with :math:`C^f` the member's cost in its shared dimensions (by default the likelihood cost
+    :math:`-\log N(\mu^f_i - \mu^f_j; 0, S^f_i + S^f_j + \Sigma^f_\tau)`, its cross-view misfit included) and
+    :math:`T_f` its temperature (fitted on the anchors by default, :meth:`MAD.calibrate_temperature`). The ensemble
+    multiplies them, the logarithmic opinion pool with equal weights (Genest & Zidek 1986; a product of experts,
+    Hinton 2002):
+
+    .. math:: C_{ij} = -\sum_f \log N\big(\mu^f_i - \mu^f_j;\ 0,\ T_f (S^f_i + S^f_j + \Sigma^f_\tau)\big),
+              \qquad P = \mathrm{Sinkhorn}(\exp(-C / T)),
+
+    each member's Gaussian match likelihood tempered by widening its covariance :math:`T_f`-fold. That is the
+    likelihood cost in the concatenation of the members' compared coordinates with member f's variances times
+    :math:`T_f`, so every matcher, the sparse large-N path and the probabilities of :class:`bayesalign.MAD` work on
+    the pool unchanged (:meth:`align`, :meth:`match_probabilities`, :meth:`cost_matrix`). It differs from
+    :math:`\sum_f C^f_{ij} / T_f` (the exponent tempered instead) only in the log-determinant terms; the two gave
+    the same FOSCTTM to 3e-4 on the real pairs (benchmarks/RESULTS.md, "Pooled fits"). For the mean cost the pool is
+    exactly :math:`\sum_f \lVert \mu^f_i - \mu^f_j \rVert^2 / T_f` (the concatenated means over :math:`\sqrt{T_f}`). The members see the same rows, so their evidence overlaps and the plain product is
+    overconfident: with ``temperature="anchors"`` (default) the pool's own T is fitted on the anchor pairs again
+    (:meth:`calibrate_temperature`, each anchor inferred again from each view alone in every member).
+
+    Pooling helps where the members err differently: on the shipped real pairs a fit with 10 latent dimensions
+    and one with 20 (the default members) align better pooled than either does alone on most pairs
+    (benchmarks/RESULTS.md, "Pooled fits"), at the cost of both fits.
+
+    Parameters
+    ----------
+    estimators : sequence of MAD, optional
+        The members, fitted by :meth:`fit` (each a clone; given with anchors, no self-training). Default: one
+        :class:`bayesalign.MAD` per entry of ``latent_dims``, with this ensemble's ``seed`` and ``progress``.
+    latent_dims : sequence of int
+        With ``estimators=None``: the members' ``latent_dim`` (default 10 and 20).
+    cost : {"likelihood", "mean"}
+        The members' cost that is pooled, and the default of :meth:`align`.
+    temperature : {"anchors", "posterior"} or float
+        T of the pooled probabilities ``exp(-C / T)``: fitted on the anchors (default), 1 (``"posterior"``: the plain
+        product of the members' tempered likelihoods; for the mean cost the posterior temperature of the pooled
+        coordinates) or a number.
+    seed : int, optional
+        Seed of the default members and of perturb-and-MAP.
+    progress : bool
+        Progress bars of the default members' fits and of the temperature search.
+
+    Attributes
+    ----------
+    estimators_ : list of MAD
+        The fitted members.
+    problem_ : AlignmentProblem
+    converged_ : bool
+        Whether every member's optimiser reached its tolerance (each member warns when not).
+    calibration_ : dict (a, b, cost) -> dict
+        The pool's temperature fitted on the anchors, as :attr:`MAD.calibration_`.
+    timings_ : dict
+        ``member_seconds`` (fit of each member) and ``fit_seconds`` (all of them).
+
+    Examples
+    --------
+    >>> import bayesalign as ba
+    >>> problem = ba.datasets.mad_toy("linear_shared", seed=0).split_anchors(20, 0).shuffle_unaligned(seed=0)
+    >>> pool = ba.MADEnsemble(latent_dims=(3, 5), seed=0).fit(problem)  # doctest: +SKIP
+    >>> alignment = pool.align()  # doctest: +SKIP
+    """
+
+    def __init__(self, estimators=None, latent_dims=(10, 20), cost: str = "likelihood",
+                 temperature: float | str | None = "anchors", seed=None, progress: bool = False):
+        self.estimators = estimators
+        self.latent_dims = latent_dims
+        self.cost = cost
+        self.temperature = temperature
+        self.seed = seed
+        self.progress = progress
+
+    def _check_params(self) -> None:
+        if self.cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {self.cost!r}")
+        _check_temperature(self.temperature)
+        if self.estimators is None:
+            dims = list(np.atleast_1d(self.latent_dims)) if self.latent_dims is not None else []
+            if not dims or any(isinstance(q, (bool, np.bool_)) or not float(q).is_integer() or int(q) < 1
+                               for q in dims):
+                raise ValueError(f"latent_dims must be positive integers, got {self.latent_dims!r}")
+        elif not self.estimators:
+            raise ValueError("estimators is empty: an ensemble needs at least one MAD")
+
+    def _members(self) -> list:
+        """Unfitted clones of the members."""
+        from .mad import MAD
+
+        if self.estimators is None:
+            return [MAD(latent_dim=int(q), seed=self.seed, progress=self.progress)
+                    for q in np.atleast_1d(self.latent_dims)]
+        for k, member in enumerate(self.estimators):
+            if not isinstance(member, MAD):
+                raise TypeError(f"estimators[{k}] is a {type(member).__name__}, not a MAD")
+        return [clone(member) for member in self.estimators]
+
+    def fit(self, problem: AlignmentProblem) -> MADEnsemble:
+        """Fit every member on ``problem`` (which needs anchors; not modified), then pool them (lazily: the
+        members' temperatures and misfits are fitted at the first use, per pair of views)."""
+        self._check_params()
+        if not isinstance(problem, AlignmentProblem):
+            raise TypeError(f"MADEnsemble.fit expects an AlignmentProblem, got {type(problem).__name__}")
+        if not sum(len(corr) for corr in problem.anchors.values()):
+            raise ValueError("MADEnsemble pools fits of a problem with anchors; this one has none (MAD bootstraps "
+                             "anchors without supervision: fit a single MAD)")
+        members, seconds = self._members(), []
+        for member in members:
+            start = time.perf_counter()
+            member.fit(problem)
+            seconds.append(time.perf_counter() - start)
+        self._pool(members, problem)
+        self.timings_ = {"member_seconds": seconds, "fit_seconds": float(sum(seconds))}
+        return self
+
+    @classmethod
+    def from_fitted(cls, models, cost: str = "likelihood", temperature: float | str | None = "anchors",
+                    seed=None, progress: bool = False) -> MADEnsemble:
+        """Pool MADs already fitted on the same problem (the same views and anchors; no pairs discovered by
+        self-training or a bootstrap). The models are used as they are, not copied."""
+        from .mad import MAD
+
+        models = list(models)
+        if not models:
+            raise ValueError("from_fitted needs at least one fitted MAD")
+        for k, model in enumerate(models):
+            if not isinstance(model, MAD):
+                raise TypeError(f"models[{k}] is a {type(model).__name__}, not a MAD")
+            model._check_fitted()
+        ensemble = cls(estimators=None, latent_dims=[int(m.latent_dim) for m in models], cost=cost,
+                       temperature=temperature, seed=seed, progress=progress)
+        ensemble._check_params()
+        ensemble._pool(models, models[0].problem_)
+        ensemble.timings_ = {"member_seconds": [float(m.timings_.get("total_seconds", np.nan)) for m in models]}
+        ensemble.timings_["fit_seconds"] = float(np.sum(ensemble.timings_["member_seconds"]))
+        return ensemble
+
+    def _pool(self, members: list, problem: AlignmentProblem) -> None:
+        for k, member in enumerate(members):
+            if not _same_problem(member.problem_, problem):
+                raise ValueError(f"member {k} was fitted on another problem (other views or anchors) than the "
+                                 "ensemble's; every member must see the same rows")
+            if any(len(found["index_a"]) for found in member.discovered_.values()):
+                raise ValueError(f"member {k} discovered pairs of its own (self-training or a bootstrap), so its "
+                                 "rows to match differ from the others'; pool fits given anchors only")
+        self.estimators_ = members
+        self.problem_ = problem
+        self.converged_ = all(bool(m.converged_) for m in members)
+        self.calibration_ = {}
+        self._calibration_potentials = {}
+
+    # -- the hooks of PosteriorMatching ----------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "estimators_"):
+            raise AttributeError("this MADEnsemble is not fitted yet; call fit first")
+
+    def member_temperatures(self, a=None, b=None, cost: str | None = None) -> list[float]:
+        """T_f of every member for views a and b: the temperature each member's probabilities use (by its own
+        ``temperature``: fitted on the anchors by default; the posterior temperature where it says None)."""
+        a, b = self._pair(a, b)
+        cost = self.cost if cost is None else cost
+        out = []
+        for member in self.estimators_:
+            T = member._temperature(a, b, cost, None)
+            if T is None:
+                _, _, va, _, _, vb, _ = member._candidates(a, b, cost)
+                T = posterior_temperature(cost, va, vb)
+            out.append(float(T))
+        return out
+
+    def _candidates(self, a, b, cost=None):
+        """The unaligned rows of a and b, with every member's posteriors (as its cost compares them) tempered by its
+        T_f and concatenated along the dimensions."""
+        cost = self.cost if cost is None else cost
+        temperatures = self.member_temperatures(a, b, cost)
+        parts = [member._candidates(a, b, cost) for member in self.estimators_]
+        rows_a, rows_b = parts[0][0], parts[0][3]
+        for k, part in enumerate(parts[1:], 1):
+            if not (np.array_equal(part[0], rows_a) and np.array_equal(part[3], rows_b)):
+                raise RuntimeError(f"member {k} matches other rows of {a!r} and {b!r} than member 0")
+        side_a = [_tempered(p[1], p[2], T, cost) for p, T in zip(parts, temperatures)]
+        side_b = [_tempered(p[4], p[5], T, cost) for p, T in zip(parts, temperatures)]
+        ma, va = np.hstack([m for m, _ in side_a]), np.hstack([v for _, v in side_a])
+        mb, vb = np.hstack([m for m, _ in side_b]), np.hstack([v for _, v in side_b])
+        return rows_a, ma, va, rows_b, mb, vb, np.arange(ma.shape[1])
+
+    def _shared_posteriors(self, a, b):
+        return self._candidates(a, b, self.cost)
+
+    def _misfit_for(self, a, b, cost=None):
+        return None  # each member's misfit is inside its coordinates (_candidates)
+
+    def _anchor_pool(self, a, b, cost=None):
+        """Every member's pool (:meth:`MAD._anchor_pool`: the unaligned rows, then the anchor pairs inferred again
+        from each view alone), tempered and concatenated along the dimensions."""
+        cost = self.cost if cost is None else cost
+        temperatures = self.member_temperatures(a, b, cost)
+        pools = [member._anchor_pool(a, b, cost) for member in self.estimators_]
+        true_a, true_b = pools[0][2], pools[0][3]
+        side_a = [_tempered(*pool[0], T, cost) for pool, T in zip(pools, temperatures)]
+        side_b = [_tempered(*pool[1], T, cost) for pool, T in zip(pools, temperatures)]
+        return ((np.hstack([m for m, _ in side_a]), np.hstack([v for _, v in side_a])),
+                (np.hstack([m for m, _ in side_b]), np.hstack([v for _, v in side_b])), true_a, true_b)
+
+    def _match_embedding(self, a, b, cost):
+        """Every row of a and b in the members' compared coordinates, tempered and concatenated."""
+        temperatures = self.member_temperatures(a, b, cost)
+        means, variances = {a: [], b: []}, {a: [], b: []}
+        for member, T in zip(self.estimators_, temperatures):
+            embedding, dims = member._match_embedding(a, b, cost)
+            for view in (a, b):
+                mean, var = _tempered(embedding.means[view][:, dims], embedding.variance_of(view)[:, dims], T, cost)
+                means[view].append(mean)
+                variances[view].append(var)
+        pooled = LatentEmbedding({v: np.hstack(means[v]) for v in (a, b)},
+                                 {v: np.hstack(variances[v]) for v in (a, b)}, method="mad-ensemble")
+        return pooled, np.arange(pooled.means[a].shape[1])
+
+    def _discovered_between(self, a, b):
+        return None  # members with discovered pairs are refused (_pool)
+
+    def _align_info(self, a, b, cost, dims) -> dict:
+        return {"members": len(self.estimators_),
+                "member_latent_dims": [int(m.latent_dim) for m in self.estimators_],
+                "member_shared_dims": [len(m.shared_dims(a, b)) for m in self.estimators_],
+                "member_temperatures": self.member_temperatures(a, b, cost),
+                "member_misfit": [m._misfit_for(a, b, cost) is not None for m in self.estimators_]}

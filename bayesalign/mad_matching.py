@@ -1,0 +1,331 @@
+"""What MAD and MADEnsemble share: matching fitted latent posteriors, probabilities calibrated on the anchors.
+
+:class:`PosteriorMatching` holds the matching half of an estimator whose fit left Gaussian posteriors of the rows to
+align: the cost matrix, the Sinkhorn match probabilities, the temperature fitted on the anchors (temperature
+scaling, Guo et al. 2017), the anchors' validation score and :meth:`~PosteriorMatching.align` with every matcher of
+:func:`bayesalign.matching.match`. The estimator supplies what it compares (the hooks below); the matching is the
+same code for one MAD fit (:class:`bayesalign.MAD`) and a pool of them (:class:`bayesalign.MADEnsemble`).
+
+Hooks the host class implements:
+
+- ``_check_fitted()``, ``problem_`` (the AlignmentProblem), ``cost``, ``temperature``, ``seed``, ``progress``,
+  ``calibration_`` and ``_calibration_potentials`` (dicts, emptied by each fit);
+- ``_shared_posteriors(a, b)``: the rows of a and b to match and their posteriors (means, variances) in the
+  dimensions they are compared in, and those dimensions;
+- ``_candidates(a, b, cost)``: the same as ``cost`` compares them (e.g. with a cross-view misfit applied);
+- ``_misfit_for(a, b, cost)``: the cross-view misfit inside ``_candidates`` (None: none);
+- ``_anchor_pool(a, b, cost)``: the candidates with the anchor pairs, inferred again as if unaligned, appended;
+- ``_match_embedding(a, b, cost)``: every row's coordinates as :func:`~bayesalign.matching.match` compares them;
+- ``_discovered_between(a, b)``: pairs the fit found itself (None: none), reported by :meth:`align`;
+- ``_align_info(a, b, cost, dims)``: what :meth:`align` adds to the alignment's ``info``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from .data import Alignment
+from .matching import (
+    COSTS,
+    linear_assignment,
+    match,
+    pair_costs,
+    posterior_marginals,
+    posterior_temperature,
+    sinkhorn_probabilities,
+)
+from .matching.costs import cost_source
+from .matching.matcher import DENSE_SINKHORN_MAX, SPARSE_ABOVE, _cost_matrix
+
+__all__ = ["CALIBRATION_SINKHORN_TOL", "MIN_CALIBRATION_PAIRS", "TEMPERATURES", "PosteriorMatching"]
+
+#: Fewest anchor pairs ``calibrate_temperature`` fits a temperature on both ways (with fewer, T only at or
+#: above the posterior temperature), ``MAD.cross_view_misfit`` estimates a misfit on and a correspondence round is
+#: judged on.
+MIN_CALIBRATION_PAIRS = 10
+#: The named temperatures of the match probabilities: fitted on the anchors, or the model's posterior one.
+TEMPERATURES = ("anchors", "posterior")
+#: Marginal error of the Sinkhorn solves inside the temperature search: an anchor's log probability is then off by
+#: about 1e-2, which moves the objective's minimum by far less than the search's 5% in T (the probabilities
+#: ``align`` reports are solved to 1e-3).
+CALIBRATION_SINKHORN_TOL = 1e-2
+
+
+def _check_temperature(temperature) -> None:
+    """A temperature the estimators accept: a positive number, "anchors", "posterior" or None (the posterior
+    temperature)."""
+    if isinstance(temperature, str):
+        if temperature not in TEMPERATURES:
+            raise ValueError(f"temperature must be a positive number or one of {TEMPERATURES}, got {temperature!r}")
+    elif temperature is not None and (isinstance(temperature, bool) or not float(temperature) > 0):
+        raise ValueError(f"temperature must be positive, got {temperature!r}")
+
+
+class PosteriorMatching:
+    """Mixin: cost matrix, match probabilities, the anchors' temperature and align of fitted posteriors (see the
+    module docstring for the hooks the host class implements)."""
+
+    def _pair(self, a, b):
+        self._check_fitted()
+        names = self.problem_.views.names
+        a = names[0] if a is None else self.problem_.views.name_of(a)
+        b = (names[1] if a != names[1] else names[0]) if b is None else self.problem_.views.name_of(b)
+        if a == b:
+            raise ValueError(f"align needs two different views, got {a!r} twice")
+        return a, b
+
+    def _temperature(self, a, b, cost, temperature):
+        """The temperature a call uses: the given one, else the estimator's; ``"anchors"``: fitted
+        (:meth:`calibrate_temperature`); ``"posterior"`` (or None as the estimator's): None, which the
+        matchers read as the posterior temperature."""
+        if temperature is None:
+            temperature = self.temperature
+        _check_temperature(temperature)
+        if temperature == "anchors":
+            return self.calibrate_temperature(a, b, cost)
+        return None if temperature == "posterior" else temperature
+
+    def calibrate_temperature(self, a=None, b=None, cost: str | None = None) -> float:
+        r"""T of the match probabilities, fitted on the anchor pairs (temperature scaling; Guo et al. 2017).
+
+        The posterior variances say how well a view pins down its own rows' latent points, not
+        how far apart the two views put the same point, so exp(-cost) can be far too confident
+        where their latent spaces disagree (or too timid where they agree). The anchors measure
+        that: each anchor pair (i, t) is inferred again view by view, q_a(x_i) from y_i of a
+        alone and q_b(x_t) from y_t of b alone (``MRD.infer``, the fitted model fixed), as if
+        unaligned, and joins the unaligned rows. T minimises the negative log of the match
+        probabilities MAD reports (the Sinkhorn marginals P_T of exp(-C / T) over the unaligned
+        rows and the re-inferred anchors, :func:`~bayesalign.matching.posterior_marginals`)
+        of the true anchor pairs:
+
+        .. math:: T^\ast = \arg\min_T \; -\sum_{(i,t)\,\in\,\text{anchors}} \log P_T[i, t]
+
+        a bounded scalar search over log T from a tenth of the posterior temperature to 10^4
+        times it. log P_T[i, t] is read from Sinkhorn's potentials, exact also where the
+        marginal underflows or the sparse solver left the pair out as below its tolerance
+        (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the potentials of the
+        nearest one already solved, ``warm_start`` of :func:`~bayesalign.matching.sinkhorn`). The
+        anchors shaped the mappings they are re-inferred under, so they are not exchangeable with
+        the unaligned rows they calibrate, and T* can err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
+        ``MIN_CALIBRATION_PAIRS`` anchor pairs (but some): a RuntimeWarning, and the search only over T at or
+        above the posterior temperature (``one_sided``): a few anchors matched at low probability are strong
+        evidence that the model is overconfident, a few matched well are weak evidence that it is timid
+        (benchmarks/RESULTS.md, "Few anchors"). No anchor pair: a RuntimeWarning and the posterior temperature.
+        The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
+        objective at T* and at the posterior temperature).
+        """
+        self._check_fitted()
+        a, b = self._pair(a, b)
+        cost = self.cost if cost is None else cost
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        key = (a, b, cost)
+        misfit = self._misfit_for(a, b, cost) is not None
+        if key in self.calibration_ and self.calibration_[key]["misfit"] == misfit:  # else misfit changed since
+            return self.calibration_[key]["temperature"]
+        _, _, va, _, _, vb, _ = self._candidates(a, b, cost)
+        default = posterior_temperature(cost, va, vb)
+        anchors = self.problem_.anchors_between(a, b, implied=True)
+        record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default,
+                  "misfit": misfit}
+        if len(anchors) == 0:
+            warnings.warn(f"views {a!r} and {b!r} have no anchor pair to fit the temperature on; the probabilities "
+                          f"use the posterior temperature {default:.3g}", RuntimeWarning, stacklevel=3)
+            self.calibration_[key] = {**record, "temperature": default, "fallback": True, "one_sided": False}
+            return default
+        one_sided = len(anchors) < MIN_CALIBRATION_PAIRS
+        if one_sided:
+            warnings.warn(f"views {a!r} and {b!r} have {len(anchors)} anchor pairs, fewer than "
+                          f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}: the temperature fitted on them may "
+                          f"only flatten the probabilities (T >= the posterior temperature {default:.3g})",
+                          RuntimeWarning, stacklevel=3)
+        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, cost)
+        true_cost = pair_costs(cost, *pool_a, *pool_b, true_a, true_b)  # [n]
+        dense = pool_a[0].shape[0] * pool_b[0].shape[0] <= SPARSE_ABOVE
+        if dense:  # one cost matrix and one optimal assignment for every temperature the search tries
+            C = _cost_matrix(cost, *pool_a, *pool_b)
+            hard = linear_assignment(C) if C.size > DENSE_SINKHORN_MAX else None
+        potentials = {}  # temperature -> Sinkhorn's potentials there, to warm-start the nearest temperatures
+
+        def nearest(T):  # the potentials of the solved temperature nearest T (in log T), or None
+            return potentials[min(potentials, key=lambda t: abs(np.log(t / T)))] if potentials else None
+
+        def objective(log_t: float) -> float:
+            # log P of the true pairs from Sinkhorn's potentials, exact also where P underflows or was left out of
+            # the sparse candidates as below the tolerance (reading P there would give log 0, clipped: a pair at
+            # 1e-9 would count as one at 1e-308 and push T up)
+            info, T = {}, float(np.exp(log_t))
+            if dense:
+                sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info, tol=CALIBRATION_SINKHORN_TOL,
+                                       warm_start=nearest(T))
+            else:
+                posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=nearest(T))
+            potentials[T] = info["potentials"]
+            alpha, beta = info["log_potentials"]
+            value = -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())
+            bar.set_postfix(T=f"{T:.4g}", objective=f"{value:.6g}", refresh=False)
+            bar.update()
+            return value
+
+        from tqdm.auto import tqdm
+
+        centre = np.log(default)
+        # one step per Sinkhorn solve of the search (about a dozen), on a terminal only
+        with tqdm(desc=f"temperature {a}-{b}", unit="solve", leave=False,
+                  disable=None if self.progress else True) as bar:
+            found = minimize_scalar(objective, bounds=(centre - (0.0 if one_sided else np.log(10)),
+                                                       centre + 4 * np.log(10)),
+                                    method="bounded", options={"xatol": 0.05})
+            at_posterior = objective(centre)
+        T, best = float(np.exp(found.x)), float(found.fun)
+        if one_sided and at_posterior <= best:  # the bounded search never tries its bound itself
+            T, best = default, at_posterior
+        self.calibration_[key] = {**record, "temperature": T, "fallback": False, "one_sided": one_sided,
+                                  "objective": best, "objective_at_posterior_temperature": at_posterior}
+        # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
+        # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
+        f, g, T0 = nearest(T)
+        rows_a, _, _, rows_b, _, _, _ = self._shared_posteriors(a, b)
+        n_a, n_b, n = rows_a.size, rows_b.size, len(true_a)
+        self._calibration_potentials[key] = (rows_a, rows_b,
+                                             (np.r_[f[:n_a], f[n_a + n:]], np.r_[g[:n_b], g[n_b + n:]], T0))
+        return T
+
+    def _fitted_warm_start(self, a, b, cost, temperature, cost_limit, rows_a, rows_b):
+        """(the calibration record, Sinkhorn's potentials) when ``temperature`` is the one fitted on the anchors, else
+        (None, None): the temperature search's potentials at T* over the unaligned rows, from which the same rows'
+        solve at T* starts near its solution (none with ``cost_limit``, whose dustbins make another problem, for
+        other rows, or for a model loaded from a file)."""
+        fitted = self.calibration_.get((a, b, cost))
+        if fitted is None or fitted["fallback"] or temperature != fitted["temperature"]:
+            return None, None
+        saved = self._calibration_potentials.get((a, b, cost))
+        if cost_limit is not None or saved is None or not (np.array_equal(saved[0], rows_a) and
+                                                            np.array_equal(saved[1], rows_b)):
+            return fitted, None
+        return fitted, saved[2]
+
+    def _anchor_foscttm(self, a, b) -> float:
+        """FOSCTTM of the anchor pairs re-inferred view by view (:meth:`_anchor_pool`) among the unaligned rows:
+        how well the fitted model aligns rows it did not see as unaligned (a validation score; biased
+        low, because the anchors shaped the model)."""
+        from .data import Correspondence
+        from .metrics import foscttm
+
+        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b)  # ranks from the cost's row blocks, never n x n
+        return foscttm(cost_source(self.cost, *pool_a, *pool_b), Correspondence((a, b), true_a, true_b))
+
+    def cost_matrix(self, a=None, b=None, cost: str | None = None):
+        """(rows_a, rows_b, C): the cost between the unaligned rows of a and b, in their shared dimensions.
+
+        C is dense (n_a, n_b): the assignment needs every entry (the sparse path of
+        :meth:`align` uses kNN candidates instead).
+        """
+        a, b = self._pair(a, b)
+        cost = self.cost if cost is None else cost
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b, cost)
+        return rows_a, rows_b, _cost_matrix(cost, ma, va, mb, vb)
+
+    def match_probabilities(self, a=None, b=None, cost: str | None = None, cost_limit=None,
+                            temperature: float | None = None):
+        """(rows_a, rows_b, P): Sinkhorn match marginals P [n_a, n_b] of exp(-cost / T) (log domain).
+
+        P[i, j] approximates the probability that unaligned row ``rows_a[i]`` of a and
+        ``rows_b[j]`` of b are the same point; rows and columns sum to at most 1 (the rest is
+        the probability of no match: the dustbin with ``cost_limit``, the surplus of the
+        larger view otherwise). T as in the class docstring. P is a dense array up to
+        ``SPARSE_ABOVE`` pairs, and above it a CSR matrix of the pairs that carry probability
+        (:func:`~bayesalign.matching.posterior_marginals`; the cost matrix is never formed).
+        """
+        a, b = self._pair(a, b)
+        cost = self.cost if cost is None else cost
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b, cost)
+        temperature = self._temperature(a, b, cost, temperature)
+        T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
+        P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit,  # csr [n_a, n_b]
+                                warm_start=self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a,
+                                                                   rows_b)[1])
+        return rows_a, rows_b, (P.toarray() if rows_a.size * rows_b.size <= SPARSE_ABOVE else P)
+
+    def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
+              n_samples: int = 100, temperature: float | None = None, order=None, seed=None,
+              include_discovered: bool = True, sparse: bool | None = None, n_neighbors: int = 10):
+        """Match the unaligned rows of views a and b in their shared latent dimensions.
+
+        Parameters
+        ----------
+        a, b : view names (default the first two views)
+        matcher : {"hungarian", "myopic", "sinkhorn", "perturb"}
+            See the class docstring.
+        cost : {"likelihood", "mean"}, optional
+            Default ``self.cost``.
+        cost_limit : float, optional
+            Leaving a row unmatched costs ``cost_limit / 2`` (so a pair costlier than the
+            limit is never made); the probabilities then have a dustbin (Sarlin et al. 2020).
+            Without it, every row of the smaller side is matched.
+        n_samples : int
+            Samples of perturb-and-MAP.
+        temperature : float, "anchors" or "posterior", optional
+            Overrides the estimator's probability temperature (see the class docstring).
+        order : int array, optional
+            Arrival order of the rows of b still to match, for ``"myopic"``: positions in
+            ``align(..., include_discovered=False).candidates_b`` (the same as ``candidates_b`` unless
+            bootstrap / self-training discovered pairs, whose rows are anchors now); default their row order.
+        seed : optional
+            Seed of perturb-and-MAP (default ``self.seed``).
+        include_discovered : bool
+            Also report the pairs found by bootstrap / self-training (they are anchors of
+            the model now, so they are not re-matched).
+        sparse, n_neighbors
+            The large-N path on kNN candidate pairs (default: above ``SPARSE_ABOVE`` pairs); see
+            :func:`bayesalign.matching.match`, which does the matching.
+
+        Returns
+        -------
+        Alignment
+            Pairs in the problem's row indices, their costs, ``probabilities`` (see the class
+            docstring), candidates = the rows that were unaligned in the problem; ``info``
+            holds the shared dimensions, the threshold, the temperature and the matcher.
+        """
+        a, b = self._pair(a, b)
+        cost = self.cost if cost is None else cost
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        rows_a, _, _, rows_b, _, _, dims = self._shared_posteriors(a, b)
+        found = self._discovered_between(a, b)
+        if order is not None and found is not None and np.size(order) != rows_b.size:
+            raise ValueError(f"order lists {np.size(order)} rows, but {rows_b.size} rows of view {b!r} are still to "
+                             f"match: its positions are those of align(..., include_discovered=False).candidates_b "
+                             f"({found['index_b'].size} rows of {b!r} were discovered as pairs and are anchors now)")
+        temperature = self._temperature(a, b, cost, temperature)
+        fitted, warm = self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a, rows_b)
+        embedding, match_dims = self._match_embedding(a, b, cost)
+        al = match(embedding, self.problem_, a, b, matcher=matcher, cost=cost, cost_limit=cost_limit,
+                   temperature=temperature, dims=match_dims, rows_a=rows_a, rows_b=rows_b, sparse=sparse,
+                   n_neighbors=n_neighbors, order=order, n_samples=n_samples,
+                   seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}", warm_start=warm)
+        info = {**self._align_info(a, b, cost, dims), **al.info}
+        if fitted is not None:
+            info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"
+        index_a, index_b, costs, probs = al.index_a, al.index_b, al.costs, al.probabilities
+        cand_a, cand_b = rows_a, rows_b
+        if include_discovered and found is not None and len(found["index_a"]):
+            index_a = np.concatenate([found["index_a"], index_a])
+            index_b = np.concatenate([found["index_b"], index_b])
+            costs = np.concatenate([found["cost"], costs])
+            probs = np.concatenate([found["probability"], probs])
+            cand_a = np.union1d(cand_a, found["index_a"])
+            cand_b = np.union1d(cand_b, found["index_b"])
+            info["n_discovered"] = len(found["index_a"])
+        order_a = np.argsort(index_a, kind="stable")
+        views = self.problem_.views
+        return Alignment((a, b), index_a[order_a], index_b[order_a], costs[order_a], probs[order_a],
+                         n_a=views.n_samples[a], n_b=views.n_samples[b], candidates_a=cand_a, candidates_b=cand_b,
+                         method=al.method, info=info)

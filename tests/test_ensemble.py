@@ -1,0 +1,96 @@
+"""MADEnsemble: the pooled cost is the product of the members' tempered match likelihoods, checked against an
+independent Gaussian density; it aligns, calibrates and refuses what it cannot pool."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+import bayesalign as ba
+from bayesalign.matching import sinkhorn_marginals
+
+
+def _member(latent_dim, **kw):
+    return ba.MAD(latent_dim=latent_dim, num_inducing=10, seed=0, correspondence_rounds=0,
+                  mrd_options={"max_iter": 120}, **kw)
+
+
+@pytest.fixture(scope="module")
+def pooled():
+    problem = ba.datasets.mad_toy("linear_shared", seed=0).split_anchors(20, 0).shuffle_unaligned(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the short fits do not converge (warned); irrelevant here
+        ensemble = ba.MADEnsemble(estimators=[_member(2), _member(4)]).fit(problem)
+    return problem, ensemble
+
+
+def test_the_pool_is_the_product_of_the_members_tempered_gaussian_match_likelihoods(pooled):
+    """P of the pool at T = 1 is Sinkhorn of prod_f N(mu^f_i - mu^f_j; 0, T_f (S^f_i + S^f_j)) in each member's
+    compared coordinates, the density evaluated by scipy pair by pair (an independent implementation)."""
+    problem, ensemble = pooled
+    Ts = ensemble.member_temperatures()
+    log_like = 0.0
+    for member, T in zip(ensemble.estimators_, Ts):
+        rows_a, ma, va, rows_b, mb, vb, _ = member._candidates("Y1", "Y2", "likelihood")
+        log_like = log_like + np.array([[multivariate_normal.logpdf(ma[i] - mb[j], cov=np.diag(T * (va[i] + vb[j])))
+                                         for j in range(len(rows_b))] for i in range(len(rows_a))])
+    np.testing.assert_allclose(ensemble.cost_matrix()[2], -log_like, rtol=1e-9)  # the same sums, another order
+    expected, _ = sinkhorn_marginals(-log_like, 1.0, tol=1e-9)
+    _, _, P = ensemble.match_probabilities(temperature=1.0)
+    # match_probabilities solves Sinkhorn to a marginal error of 1e-3 (its documented tolerance)
+    np.testing.assert_allclose(P, expected, atol=2e-3)
+
+
+def test_the_mean_cost_pools_the_squared_distances_over_the_temperatures(pooled):
+    problem, ensemble = pooled
+    Ts = ensemble.member_temperatures(cost="mean")
+    expected = sum(m.cost_matrix(cost="mean")[2] / T for m, T in zip(ensemble.estimators_, Ts))
+    rows_a, rows_b, C = ensemble.cost_matrix(cost="mean")
+    np.testing.assert_allclose(C, expected, rtol=1e-10)  # the same sums in another order
+    assert np.array_equal(rows_a, ensemble.estimators_[0].cost_matrix()[0])
+
+
+def test_the_pool_aligns_with_calibrated_probabilities(pooled):
+    problem, ensemble = pooled
+    alignment = ensemble.align()
+    scores = ba.metrics.evaluate(alignment, problem)
+    members = [ba.metrics.evaluate(m.align(), problem)["accuracy"] for m in ensemble.estimators_]
+    assert scores["accuracy"] >= min(members) - 0.05  # no worse than the weaker member, give or take a row or two
+    assert scores["accuracy"] > 0.8  # the linear toy is easy for both members
+    T = ensemble.calibrate_temperature()
+    assert T > 0 and ensemble.calibration_[("Y1", "Y2", "likelihood")]["pairs"] == 20
+    assert alignment.info["members"] == 2 and alignment.info["member_latent_dims"] == [2, 4]
+    assert np.all((alignment.probabilities >= 0) & (alignment.probabilities <= 1))
+    for matcher in ("myopic", "sinkhorn", "perturb"):
+        assert len(ensemble.align(matcher=matcher).index_a) == len(alignment.index_a)
+    sparse = ensemble.align(sparse=True)  # kNN candidates in the pooled coordinates
+    assert ba.metrics.evaluate(sparse, problem)["accuracy"] == pytest.approx(scores["accuracy"], abs=0.05)
+
+
+def test_from_fitted_pools_the_same_models(pooled):
+    problem, ensemble = pooled
+    again = ba.MADEnsemble.from_fitted(ensemble.estimators_)
+    np.testing.assert_allclose(again.cost_matrix()[2], ensemble.cost_matrix()[2])
+
+
+def test_what_cannot_be_pooled_is_refused(pooled):
+    problem, ensemble = pooled
+    other = ba.datasets.mad_toy("linear_shared", seed=0).split_anchors(20, 1).shuffle_unaligned(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        elsewhere = _member(2).fit(other)
+    with pytest.raises(ValueError, match="member 1 was fitted on another problem"):
+        ba.MADEnsemble.from_fitted([ensemble.estimators_[0], elsewhere])
+    with pytest.raises(TypeError, match=r"models\[0\] is a str"):
+        ba.MADEnsemble.from_fitted(["not a model"])
+    with pytest.raises(TypeError, match=r"estimators\[1\] is a CCAAlignment"):
+        ba.MADEnsemble(estimators=[_member(2), ba.spectral.CCAAlignment()]).fit(problem)
+    with pytest.raises(ValueError, match="has none"):
+        ba.MADEnsemble().fit(problem.replace(anchors=[]))
+    with pytest.raises(ValueError, match="latent_dims"):
+        ba.MADEnsemble(latent_dims=(10, 0)).fit(problem)
+    with pytest.raises(ValueError, match="cost"):
+        ba.MADEnsemble(cost="expected").fit(problem)
+    with pytest.raises(AttributeError, match="not fitted"):
+        ba.MADEnsemble().align()
