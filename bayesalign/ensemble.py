@@ -70,9 +70,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     likelihood cost in the concatenation of the members' compared coordinates with member f's variances times
     :math:`T_f`, so every matcher, the sparse large-N path and the probabilities of :class:`bayesalign.MAD` work on
     the pool unchanged (:meth:`align`, :meth:`match_probabilities`, :meth:`cost_matrix`). It differs from
-    :math:`\sum_f C^f_{ij} / T_f` (the exponent tempered instead) only in the log-determinant terms; the two gave
-    the same FOSCTTM to 3e-4 on the real pairs (benchmarks/RESULTS.md, "Pooled fits"). For the mean cost the pool is
-    exactly :math:`\sum_f \lVert \mu^f_i - \mu^f_j \rVert^2 / T_f` (the concatenated means over :math:`\sqrt{T_f}`). The members see the same rows, so their evidence overlaps and the plain product is
+    :math:`\sum_f C^f_{ij} / T_f` (the exponent tempered instead) only in the log-determinant terms (the two are
+    compared in benchmarks/RESULTS.md, "Pooled fits"). For the mean cost the pool is exactly
+    :math:`\sum_f \lVert \mu^f_i - \mu^f_j \rVert^2 / T_f` (the concatenated means over :math:`\sqrt{T_f}`). The
+    members see the same rows, so their evidence overlaps and the plain product is
     overconfident: with ``temperature="anchors"`` (default) the pool's own T is fitted on the anchor pairs again
     (:meth:`calibrate_temperature`, each anchor inferred again from each view alone in every member).
 
@@ -204,6 +205,20 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         self.converged_ = all(bool(m.converged_) for m in members)
         self.calibration_ = {}
         self._calibration_potentials = {}
+
+    def save(self, path) -> None:
+        """Write the fitted ensemble (its parameters and every member's MAD file) to one ``.npz`` file, no pickle
+        (:func:`bayesalign.mad_io.save_ensemble`); :meth:`load` reads it back and aligns exactly as before."""
+        from .mad_io import save_ensemble
+
+        save_ensemble(self, path)
+
+    @classmethod
+    def load(cls, path, device=None) -> MADEnsemble:
+        """Read an ensemble written by :meth:`save` (never unpickles; a corrupt file raises ``MADFileError``)."""
+        from .mad_io import load_ensemble
+
+        return load_ensemble(path, device=device)
 
     # -- the hooks of PosteriorMatching ----------------------------------------------------
     def _check_fitted(self):

@@ -19,10 +19,12 @@ import numpy as np
 from ._utils import atomic_write
 from .data import AlignmentProblem, Correspondence, LatentEmbedding, Views
 
-__all__ = ["MADFileError", "load_mad", "save_mad"]
+__all__ = ["MADFileError", "load_ensemble", "load_mad", "save_ensemble", "save_mad"]
 
 FORMAT = "bayesalign.mad"
 FORMAT_VERSION = 1
+#: A MADEnsemble's file: its parameters as JSON and each member's MAD file kept whole inside it.
+ENSEMBLE_FORMAT = "bayesalign.mad_ensemble"
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
 _PLAIN = ("shared_threshold_", "shared_by_", "converged_", "switched_off_views_", "timings_",
           "self_training_history_", "latent_prior_", "correspondence_history_", "correspondence_rounds_", "starts_",
@@ -201,3 +203,58 @@ def _read(path, device):
     model._stream = {}
     model._forget_derived()
     return model
+
+
+def save_ensemble(ensemble, path) -> None:
+    """Write a fitted :class:`~bayesalign.MADEnsemble` to ``path`` (an ``.npz`` file, written atomically): its
+    parameters and each member's own MAD file (:func:`save_mad`), kept whole inside it."""
+    ensemble._check_fitted()
+    params = ensemble.get_params(deep=False)
+    params["estimators"] = None  # the members are stored whole, below
+    params["latent_dims"] = [int(member.latent_dim) for member in ensemble.estimators_]
+    arrays = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for k, member in enumerate(ensemble.estimators_):
+            inner = Path(folder) / f"member{k}.npz"
+            save_mad(member, inner)
+            arrays[f"members/{k}"] = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
+    meta = {"format": ENSEMBLE_FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params),
+            "n_members": len(ensemble.estimators_), "timings": _jsonable(getattr(ensemble, "timings_", {}))}
+    arrays["meta"] = np.array(json.dumps(meta))
+    with atomic_write(Path(path), "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def load_ensemble(path, device=None):
+    """Read a MADEnsemble written by :func:`save_ensemble` (``MADEnsemble.save``); raises :class:`MADFileError`
+    naming the file."""
+    import zipfile
+
+    try:
+        return _read_ensemble(path, device)
+    except (FileNotFoundError, MADFileError):
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
+        raise MADFileError(f"{path}: not a readable bayesalign MADEnsemble file ({type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:200]})") from exc
+
+
+def _read_ensemble(path, device):
+    from .ensemble import MADEnsemble
+
+    with np.load(Path(path), allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    if meta.get("format") != ENSEMBLE_FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise MADFileError(f"{path}: not a bayesalign MADEnsemble file (format {meta.get('format')!r} "
+                           f"version {meta.get('format_version')!r})")
+    members = []
+    with tempfile.TemporaryDirectory() as folder:
+        for k in range(int(meta["n_members"])):
+            inner = Path(folder) / f"member{k}.npz"
+            inner.write_bytes(arrays[f"members/{k}"].tobytes())
+            members.append(_read(inner, device))
+    ensemble = MADEnsemble(**meta["params"])
+    ensemble._pool(members, members[0].problem_)
+    ensemble.timings_ = meta["timings"]
+    return ensemble

@@ -74,6 +74,22 @@ def test_from_fitted_pools_the_same_models(pooled):
     np.testing.assert_allclose(again.cost_matrix()[2], ensemble.cost_matrix()[2])
 
 
+def test_a_saved_ensemble_loads_and_aligns_as_before(pooled, tmp_path):
+    problem, ensemble = pooled
+    before = ensemble.align()
+    path = tmp_path / "pool.npz"
+    ensemble.save(path)
+    loaded = ba.MADEnsemble.load(path)
+    after = loaded.align()
+    assert np.array_equal(before.index_a, after.index_a) and np.array_equal(before.index_b, after.index_b)
+    # the temperatures are fitted again after loading (the same search on the same numbers)
+    np.testing.assert_allclose(after.probabilities, before.probabilities, atol=1e-6)
+    assert loaded.get_params()["latent_dims"] == [2, 4] and len(loaded.estimators_) == 2
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ba.mad_io.MADFileError, match="pool.npz"):
+        ba.MADEnsemble.load(path)
+
+
 def test_what_cannot_be_pooled_is_refused(pooled):
     problem, ensemble = pooled
     other = ba.datasets.mad_toy("linear_shared", seed=0).split_anchors(20, 1).shuffle_unaligned(seed=0)
