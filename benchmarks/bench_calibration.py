@@ -21,6 +21,9 @@ before the tenth session used 25 on the toys and 30 on the pairs):
 
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --pairs "mfeat zer-kar" mocap --seeds 0 1 2
+    OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20
+
+``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD.
 """
 
 from __future__ import annotations
@@ -50,10 +53,14 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
     return float(np.mean([ba.metrics.expected_calibration_error(p, rng.random(p.size) < p) for _ in range(draws)]))
 
 
-def run(name, problem, seed, num_inducing):
+def run(name, problem, seed, num_inducing, ensemble=None):
     a, b = problem.views.names[:2]
     options = {} if num_inducing is None else {"num_inducing": num_inducing}
-    model = ba.MAD(seed=seed, progress=False, **options).fit(problem)
+    if ensemble:  # the pool of one MAD per latent_dim (MADEnsemble), its own temperature fitted on the anchors
+        model = ba.MADEnsemble(estimators=[ba.MAD(latent_dim=q, seed=seed, progress=False, **options)
+                                           for q in ensemble]).fit(problem)
+    else:
+        model = ba.MAD(seed=seed, progress=False, **options).fit(problem)
     posterior_al = model.align(a, b, temperature="posterior")
     posterior = ba.metrics.evaluate(posterior_al, problem)
     mean_p = float(posterior_al.probabilities.mean())
@@ -78,6 +85,9 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--num-inducing", type=int, default=None,
                         help="inducing inputs (default: MAD's; capped at the latent points)")
+    parser.add_argument("--ensemble", nargs="*", type=int, default=None, metavar="LATENT_DIM",
+                        help="calibrate MADEnsemble of one MAD per latent_dim given (e.g. --ensemble 10 20) instead "
+                        "of one MAD")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -87,14 +97,15 @@ def main(argv=None):
     for name in args.toys and TOYS or []:
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
-            values, pooled = run(name, problem, seed, args.num_inducing)
+            values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     pairs = real_pairs() if args.pairs else {}
     for name in args.pairs:
         base = pairs[name]()
         for seed in args.seeds:
-            values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing)
+            values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing,
+                                 args.ensemble)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     print("\nmean ECE: posterior T -> fitted T (an exactly calibrated p on as many pairs)")
