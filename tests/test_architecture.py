@@ -27,8 +27,10 @@ ALLOWED = {
     "spectral": {"graph", "metrics", "data"},  # metrics: least squares picks its reference by held-out FOSCTTM
     "bootstrap": {"matching", "spectral", "data"},
     # graph and spectral: the all-rows model's graph prior over the views' neighbourhoods and its start
-    "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data", "mad_io"},
-    "mad_io": {"mad", "gp", "data"},  # MAD's own files (no pickle)
+    "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data", "mad_io", "mad_matching"},
+    "mad_matching": {"matching", "metrics", "data"},  # the matching half of MAD and MADEnsemble (a mixin)
+    "ensemble": {"mad", "mad_matching", "mad_io", "matching", "data"},  # pools of MAD fits
+    "mad_io": {"mad", "ensemble", "gp", "data"},  # MAD's and MADEnsemble's own files (no pickle)
     "pipelines": {"gp", "spectral", "data"},
 }
 
