@@ -227,6 +227,8 @@ class MAD(PosteriorMatching, BaseEstimator):
         dimensions by resolution"). With fewer anchor groups G than latent_dim + 2, the all-rows model's
         "pca" and "cca" starts anchor the G - 2 dimensions the anchors determine and start the others
         small (:func:`bayesalign.gp.initialisation.anchored_latent`; "Few anchors" in the same file).
+        Which latent_dim aligns best varies from one data set to the next; :class:`bayesalign.MADEnsemble` pools
+        the fits of several.
     num_inducing : int
         Inducing inputs of MRD, capped at the number of latent points it fits (the anchors with
         ``training="anchors"``, every entity with ``"all_rows"``). The cost of a bound evaluation grows
