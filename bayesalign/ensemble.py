@@ -9,6 +9,7 @@ likelihoods aligns better than either on most pairs: their errors are partly ind
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -205,6 +206,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         self.converged_ = all(bool(m.converged_) for m in members)
         self.calibration_ = {}
         self._calibration_potentials = {}
+        self._warned = set()
 
     def save(self, path) -> None:
         """Write the fitted ensemble (its parameters and every member's MAD file) to one ``.npz`` file, no pickle
@@ -225,13 +227,30 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         if not hasattr(self, "estimators_"):
             raise AttributeError("this MADEnsemble is not fitted yet; call fit first")
 
+    def _active(self, a, b) -> list:
+        """The members that match views a and b: those whose fit left the two views a shared dimension. Any other is
+        left out of the pool with a RuntimeWarning (once per pair of views); none left is an error."""
+        active = [member for member in self.estimators_ if len(member.shared_dims(a, b))]
+        if not active:
+            raise ValueError(f"no member of the ensemble shares a latent dimension between views {a!r} and {b!r}: "
+                             "there is nothing to match them in")
+        key = frozenset((a, b))
+        if len(active) < len(self.estimators_) and key not in self._warned:
+            self._warned.add(key)
+            left = [k for k, member in enumerate(self.estimators_) if member not in active]
+            warnings.warn(f"MADEnsemble: members {left} share no latent dimension between views {a!r} and {b!r} "
+                          f"(each warned at its fit); the pool matches with the other {len(active)}",
+                          RuntimeWarning, stacklevel=4)
+        return active
+
     def member_temperatures(self, a=None, b=None, cost: str | None = None) -> list[float]:
-        """T_f of every member for views a and b: the temperature each member's probabilities use (by its own
-        ``temperature``: fitted on the anchors by default; the posterior temperature where it says None)."""
+        """T_f of every member that matches views a and b (all but those sharing no dimension between them): the
+        temperature each member's probabilities use (by its own ``temperature``: fitted on the anchors by default;
+        the posterior temperature where it says None)."""
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
         out = []
-        for member in self.estimators_:
+        for member in self._active(a, b):
             T = member._temperature(a, b, cost, None)
             if T is None:
                 _, _, va, _, _, vb, _ = member._candidates(a, b, cost)
@@ -244,7 +263,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         T_f and concatenated along the dimensions."""
         cost = self.cost if cost is None else cost
         temperatures = self.member_temperatures(a, b, cost)
-        parts = [member._candidates(a, b, cost) for member in self.estimators_]
+        parts = [member._candidates(a, b, cost) for member in self._active(a, b)]
         rows_a, rows_b = parts[0][0], parts[0][3]
         for k, part in enumerate(parts[1:], 1):
             if not (np.array_equal(part[0], rows_a) and np.array_equal(part[3], rows_b)):
@@ -266,7 +285,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         from each view alone), tempered and concatenated along the dimensions."""
         cost = self.cost if cost is None else cost
         temperatures = self.member_temperatures(a, b, cost)
-        pools = [member._anchor_pool(a, b, cost) for member in self.estimators_]
+        pools = [member._anchor_pool(a, b, cost) for member in self._active(a, b)]
         true_a, true_b = pools[0][2], pools[0][3]
         side_a = [_tempered(*pool[0], T, cost) for pool, T in zip(pools, temperatures)]
         side_b = [_tempered(*pool[1], T, cost) for pool, T in zip(pools, temperatures)]
@@ -277,7 +296,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         """Every row of a and b in the members' compared coordinates, tempered and concatenated."""
         temperatures = self.member_temperatures(a, b, cost)
         means, variances = {a: [], b: []}, {a: [], b: []}
-        for member, T in zip(self.estimators_, temperatures):
+        for member, T in zip(self._active(a, b), temperatures):
             embedding, dims = member._match_embedding(a, b, cost)
             for view in (a, b):
                 mean, var = _tempered(embedding.means[view][:, dims], embedding.variance_of(view)[:, dims], T, cost)
@@ -291,8 +310,9 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         return None  # members with discovered pairs are refused (_pool)
 
     def _align_info(self, a, b, cost, dims) -> dict:
-        return {"members": len(self.estimators_),
-                "member_latent_dims": [int(m.latent_dim) for m in self.estimators_],
-                "member_shared_dims": [len(m.shared_dims(a, b)) for m in self.estimators_],
+        active = self._active(a, b)
+        return {"members": len(active), "members_left_out": len(self.estimators_) - len(active),
+                "member_latent_dims": [int(m.latent_dim) for m in active],
+                "member_shared_dims": [len(m.shared_dims(a, b)) for m in active],
                 "member_temperatures": self.member_temperatures(a, b, cost),
-                "member_misfit": [m._misfit_for(a, b, cost) is not None for m in self.estimators_]}
+                "member_misfit": [m._misfit_for(a, b, cost) is not None for m in active]}

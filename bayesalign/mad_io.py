@@ -134,27 +134,38 @@ def save_mad(model, path) -> None:
 
 def load_mad(path, device=None):
     """Read a MAD written by :func:`save_mad` (``MAD.save``); raises :class:`MADFileError` naming the file."""
+    return _load(_read, path, device, "MAD")
+
+
+def _load(reader, path, device, kind: str):
+    """``reader(path, device)``, any failure to read the file raised as a :class:`MADFileError` naming it."""
     import zipfile
 
     try:
-        return _read(path, device)
+        return reader(path, device)
     except (FileNotFoundError, MADFileError):
         raise
     except (zipfile.BadZipFile, EOFError, OSError, KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
-        raise MADFileError(f"{path}: not a readable bayesalign MAD file ({type(exc).__name__}: "
+        raise MADFileError(f"{path}: not a readable bayesalign {kind} file ({type(exc).__name__}: "
                            f"{' '.join(str(exc).split())[:200]})") from exc
+
+
+def _arrays_and_meta(path, fmt: str, kind: str) -> tuple[dict, dict]:
+    """The arrays of a file (never unpickled) and its JSON metadata, checked to be of format ``fmt``."""
+    with np.load(Path(path), allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    if meta.get("format") != fmt or meta.get("format_version") != FORMAT_VERSION:
+        raise MADFileError(f"{path}: not a bayesalign {kind} file (format {meta.get('format')!r} "
+                           f"version {meta.get('format_version')!r})")
+    return arrays, meta
 
 
 def _read(path, device):
     from .gp.model_file import load_model
     from .mad import MAD
 
-    with np.load(Path(path), allow_pickle=False) as data:
-        arrays = {key: data[key] for key in data.files}
-    meta = json.loads(str(arrays.pop("meta")))
-    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise MADFileError(f"{path}: not a bayesalign MAD file (format {meta.get('format')!r} "
-                           f"version {meta.get('format_version')!r})")
+    arrays, meta = _arrays_and_meta(path, FORMAT, "MAD")
     names = list(meta["view_names"])
     labels = {name: arrays[f"labels/{i}"] for i, name in enumerate(names) if f"labels/{i}" in arrays}
     problem = AlignmentProblem(Views({name: arrays[f"views/{i}"] for i, name in enumerate(names)}),
@@ -228,26 +239,13 @@ def save_ensemble(ensemble, path) -> None:
 def load_ensemble(path, device=None):
     """Read a MADEnsemble written by :func:`save_ensemble` (``MADEnsemble.save``); raises :class:`MADFileError`
     naming the file."""
-    import zipfile
-
-    try:
-        return _read_ensemble(path, device)
-    except (FileNotFoundError, MADFileError):
-        raise
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
-        raise MADFileError(f"{path}: not a readable bayesalign MADEnsemble file ({type(exc).__name__}: "
-                           f"{' '.join(str(exc).split())[:200]})") from exc
+    return _load(_read_ensemble, path, device, "MADEnsemble")
 
 
 def _read_ensemble(path, device):
     from .ensemble import MADEnsemble
 
-    with np.load(Path(path), allow_pickle=False) as data:
-        arrays = {key: data[key] for key in data.files}
-    meta = json.loads(str(arrays.pop("meta")))
-    if meta.get("format") != ENSEMBLE_FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise MADFileError(f"{path}: not a bayesalign MADEnsemble file (format {meta.get('format')!r} "
-                           f"version {meta.get('format_version')!r})")
+    arrays, meta = _arrays_and_meta(path, ENSEMBLE_FORMAT, "MADEnsemble")
     members = []
     with tempfile.TemporaryDirectory() as folder:
         for k in range(int(meta["n_members"])):

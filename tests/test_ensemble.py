@@ -90,6 +90,23 @@ def test_a_saved_ensemble_loads_and_aligns_as_before(pooled, tmp_path):
         ba.MADEnsemble.load(path)
 
 
+def test_a_member_sharing_no_dimension_is_left_out_with_a_warning(pooled, tmp_path):
+    problem, ensemble = pooled
+    members = []
+    for k, member in enumerate(ensemble.estimators_):  # copies through files: the fixture's models stay as fitted
+        member.save(tmp_path / f"m{k}.npz")
+        members.append(ba.MAD.load(tmp_path / f"m{k}.npz"))
+    members[1].shared_dims_ = {key: np.zeros(0, np.int64) for key in members[1].shared_dims_}  # found nothing shared
+    with pytest.warns(RuntimeWarning, match=r"members \[1\] share no latent dimension"):
+        alignment = ba.MADEnsemble.from_fitted(members).align()
+    assert alignment.info["members"] == 1 and alignment.info["members_left_out"] == 1
+    alone = ba.MADEnsemble.from_fitted(members[:1]).align()
+    assert np.array_equal(alignment.index_b, alone.index_b)  # the pool of the other member alone
+    members[0].shared_dims_ = members[1].shared_dims_
+    with pytest.raises(ValueError, match="no member of the ensemble shares"):
+        ba.MADEnsemble.from_fitted(members).align()
+
+
 def test_what_cannot_be_pooled_is_refused(pooled):
     problem, ensemble = pooled
     other = ba.datasets.mad_toy("linear_shared", seed=0).split_anchors(20, 1).shuffle_unaligned(seed=0)
