@@ -175,7 +175,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     def from_fitted(cls, models, cost: str = "likelihood", temperature: float | str | None = "anchors",
                     seed=None, progress: bool = False) -> MADEnsemble:
         """Pool MADs already fitted on the same problem (the same views and anchors; no pairs discovered by
-        self-training or a bootstrap). The models are used as they are, not copied."""
+        self-training or a bootstrap). The models are used as they are, not copied; ``estimators`` holds unfitted
+        copies of their settings."""
         from .mad import MAD
 
         models = list(models)
@@ -185,8 +186,9 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             if not isinstance(model, MAD):
                 raise TypeError(f"models[{k}] is a {type(model).__name__}, not a MAD")
             model._check_fitted()
-        ensemble = cls(estimators=None, latent_dims=[int(m.latent_dim) for m in models], cost=cost,
-                       temperature=temperature, seed=seed, progress=progress)
+        # estimators: unfitted copies of the models' settings, which a later fit() of this ensemble fits again
+        ensemble = cls(estimators=[clone(m) for m in models], latent_dims=[int(m.latent_dim) for m in models],
+                       cost=cost, temperature=temperature, seed=seed, progress=progress)
         ensemble._check_params()
         ensemble._pool(models, models[0].problem_)
         ensemble.timings_ = {"member_seconds": [float(m.timings_.get("total_seconds", np.nan)) for m in models]}

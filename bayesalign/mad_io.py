@@ -243,6 +243,8 @@ def load_ensemble(path, device=None):
 
 
 def _read_ensemble(path, device):
+    from sklearn.base import clone
+
     from .ensemble import MADEnsemble
 
     arrays, meta = _arrays_and_meta(path, ENSEMBLE_FORMAT, "MADEnsemble")
@@ -252,7 +254,8 @@ def _read_ensemble(path, device):
             inner = Path(folder) / f"member{k}.npz"
             inner.write_bytes(arrays[f"members/{k}"].tobytes())
             members.append(_read(inner, device))
-    ensemble = MADEnsemble(**meta["params"])
+    # estimators: unfitted copies of the members' settings (the file stores the members whole, not the list)
+    ensemble = MADEnsemble(**{**meta["params"], "estimators": [clone(member) for member in members]})
     ensemble._pool(members, members[0].problem_)
     ensemble.timings_ = meta["timings"]
     return ensemble

@@ -85,6 +85,7 @@ def test_a_saved_ensemble_loads_and_aligns_as_before(pooled, tmp_path):
     # the temperatures are fitted again after loading (the same search on the same numbers)
     np.testing.assert_allclose(after.probabilities, before.probabilities, atol=1e-6)
     assert loaded.get_params()["latent_dims"] == [2, 4] and len(loaded.estimators_) == 2
+    assert [m.get_params()["num_inducing"] for m in loaded.get_params()["estimators"]] == [10, 10]  # as fitted
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ba.mad_io.MADFileError, match="pool.npz"):
         ba.MADEnsemble.load(path)
