@@ -31,6 +31,7 @@ one run:
 
     OMP_NUM_THREADS=1 python benchmarks/bench_mad_real.py                 # all pairs, 3 seeds
     OMP_NUM_THREADS=1 python benchmarks/bench_mad_real.py --pairs mocap --seeds 0
+    python benchmarks/bench_mad_real.py --pairs mocap --seeds 0 --device cuda   # MAD on a GPU
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def baselines():
 
 def mads(args):
     common = dict(num_inducing=args.num_inducing, start_inducing=args.start_inducing or None, progress=False,
+                  **({} if args.device is None else {"device": args.device}),
                   **({} if args.misfit is None else {"misfit": None if args.misfit == "none" else args.misfit}),
                   **({} if args.latent_dim is None else {"latent_dim": args.latent_dim}),
                   **({} if args.shared_by is None else {"shared_by": args.shared_by}))
@@ -123,6 +125,7 @@ def main(argv=None):
                         help="MAD's start_inducing (its default): the starts race at this many inducing inputs, the "
                         "kept one grows to --num-inducing; 0: every start at --num-inducing")
     parser.add_argument("--skip-anchors-only", action="store_true")
+    parser.add_argument("--device", default=None, help="MAD's torch device, e.g. cuda (default: MAD's own, cpu)")
     parser.add_argument("--variants", nargs="*", metavar="TEXT",
                         help="run only the MAD variants whose label contains one of these texts")
     args = parser.parse_args(argv)

@@ -538,3 +538,34 @@ def test_the_svi_engine_matches_on_the_posterior_variances_alone_by_default(toy)
     mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, engine="svi", temperature="posterior",
                  svi_options={"max_epochs": 20}).fit(toy)
     assert mad.align().info["misfit"] is False and mad.misfit_ == {}
+
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device")
+def test_mad_on_cuda_gives_the_cpu_fit(toy):
+    # the same float64 arithmetic on another device: a short fit agrees to round-off amplified by the optimiser's
+    # few dozen steps (bound to 1e-6 relative, costs to 1e-4 of their range), and the matching is the same
+    options = dict(latent_dim=3, num_inducing=8, seed=0, training="all_rows", correspondence_rounds=0,
+                   progress=False, mrd_options={"max_iter": 30})
+    cpu = ba.MAD(**options).fit(toy)
+    gpu = ba.MAD(**options, device="cuda").fit(toy)
+    assert next(gpu.model_.module_.parameters()).is_cuda
+    np.testing.assert_allclose(gpu.model_.history_[-1], cpu.model_.history_[-1], rtol=1e-6)
+    _, _, cost_cpu = cpu.cost_matrix()
+    _, _, cost_gpu = gpu.cost_matrix()
+    assert isinstance(cost_gpu, np.ndarray)
+    np.testing.assert_allclose(cost_gpu, cost_cpu, atol=1e-4 * np.ptp(cost_cpu))
+    np.testing.assert_array_equal(gpu.align(matcher="hungarian").pairs, cpu.align(matcher="hungarian").pairs)
+    pooled = ba.MADEnsemble.from_fitted([gpu, ba.MAD(**{**options, "latent_dim": 4}, device="cuda").fit(toy)])
+    assert np.isfinite(pooled.match_probabilities()[2]).all()
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device")
+def test_svi_mad_runs_on_cuda(toy):
+    # minibatches and Monte Carlo draws come from CUDA's generator, not the CPU's: the fit is another draw, so
+    # only where it lives and that it matches are checked
+    mad = ba.MAD(latent_dim=4, num_inducing=10, seed=0, training="all_rows", engine="svi", device="cuda",
+                 progress=False, svi_options={"max_epochs": 300}).fit(toy)
+    assert next(mad.model_.model_.parameters()).is_cuda
+    assert np.isfinite(mad.model_.elbo_history_).all()
+    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
