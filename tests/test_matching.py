@@ -458,6 +458,33 @@ def test_sparse_sinkhorn_on_all_pairs_equals_the_dense_marginals(shape, cost_lim
     assert dense.sum(axis=1).max() <= 1 + 1e-9 and dense.sum(axis=0).max() <= 1 + 1e-9
 
 
+
+@pytest.mark.parametrize("cost_limit", [None, 1.5])
+def test_sparse_scaling_sweeps_equal_the_log_domain_sweeps_also_where_the_kernel_underflows(cost_limit):
+    # the stabilised scaling sweeps and the log-domain ones are the same iteration: the same potentials to the
+    # tolerance from a cold start; from a warm start whose potentials underflow a whole column of the kernel
+    # (g_0 = -1e5 at T = 0.5: exp(-2e5) = 0) the scaling form cannot divide and hands the stage to the log domain,
+    # which still reaches the dense marginals
+    from bayesalign.matching.entropic import _SparseSinkhorn
+
+    rng = np.random.default_rng(12)
+    shape = (7, 9)
+    cost = rng.random(shape) * 3.0
+    ei, ej = np.nonzero(np.ones(shape))
+    state = _SparseSinkhorn(*shape, cost_limit)
+    state.set_edges(ei, ej, cost[ei, ej])
+    f1, g1, _ = state.solve(0.5, None, None, 1e-12, 20000)
+    f2, g2, _ = state.solve_log(0.5, None, None, 1e-12, 20000)
+    # potentials are defined up to f + c, g - c: compare the plans they give
+    np.testing.assert_allclose(state.plan(f1, g1, 0.5)[0], state.plan(f2, g2, 0.5)[0], atol=1e-10)
+    g0 = np.zeros(state.b.size)
+    g0[0] = -1e5
+    sparse, error = m.sparse_sinkhorn(ei, ej, cost[ei, ej], 0.5, shape, cost_limit, tol=1e-10, n_iter=20000,
+                                      warm_start=(np.zeros(state.a.size), g0, 0.5))
+    dense, _ = m.sinkhorn_marginals(cost, 0.5, cost_limit, tol=1e-10, n_iter=20000)
+    assert error < 1e-8
+    np.testing.assert_allclose(sparse.toarray(), dense, atol=1e-7)
+
 # ----------------------------------------------------------------------------------------
 # Matching an embedding (matching.match)
 # ----------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ __all__ = ["PerturbAndMapResult", "SinkhornResult", "gromov_wasserstein_coupling
 _STAGE_TOL = 1e-2
 #: Dense Sinkhorn sweeps between two checks of the marginal error.
 _CHECK_EVERY = 10
+#: Sparse Sinkhorn's scalings u, v are folded into its potentials once one leaves [1 / this, this].
+_ABSORB_BELOW_ABOVE = 1e50
 
 
 class SinkhornResult(NamedTuple):
@@ -237,11 +239,13 @@ class _Segments:
 
 def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: float = 1e-3, n_iter: int = 5000,
                    costs=None, max_rounds: int = 8, info: dict | None = None, warm_start=None):
-    r"""Log-domain Sinkhorn on candidate pairs: (csr marginals [n_a, n_b], marginal error).
+    r"""Sinkhorn on candidate pairs: (csr marginals [n_a, n_b], marginal error).
 
     The sparse counterpart of :func:`sinkhorn` for candidate pairs (e.g. k nearest neighbours):
     the same problem, augmentation and epsilon scaling, with exp(-C/T) set to 0 outside the
-    candidate pairs. Memory and time per sweep O(edges). Stops at ``tol`` (largest
+    candidate pairs. Each sweep is two sparse products in the stabilised scaling form (potentials
+    absorbed as the scalings grow; log-domain sweeps where a row's or column's kernel underflows).
+    Memory and time per sweep O(edges). Stops at ``tol`` (largest
     |column mass / target - 1|) or after ``n_iter`` sweeps in all; rows / columns above 1 are
     then scaled down, as in :func:`sinkhorn_marginals`. Our own: POT has no sparse Sinkhorn.
 
@@ -326,9 +330,65 @@ class _SparseSinkhorn:
             cost = np.r_[cost, np.full(n_b, self.slack_cost), np.zeros(len(corner))]
         self.ei, self.ej, self.cost = ei, ej, cost
         self.by_row, self.by_col = _Segments(ei, self.a.size), _Segments(ej, self.b.size)
+        # the CSR layouts of the kernel and of its transpose: data in these orders, structure fixed
+        self._rows = (self.by_row.order, ej[self.by_row.order],
+                      np.r_[0, np.cumsum(np.bincount(ei, minlength=self.a.size))])
+        self._cols = (self.by_col.order, ei[self.by_col.order],
+                      np.r_[0, np.cumsum(np.bincount(ej, minlength=self.b.size))])
+
+    def _kernels(self, f, g, temp):
+        """(K, K') as CSR matrices: K_ij = exp((f_i + g_j - C_ij) / temp) on the edges, and its transpose."""
+        values = np.exp((f[self.ei] + g[self.ej] - self.cost) / temp)  # [E]
+        (order_r, cols, ptr_r), (order_c, rows, ptr_c) = self._rows, self._cols
+        return (sp.csr_matrix((values[order_r], cols, ptr_r), shape=(self.a.size, self.b.size)),
+                sp.csr_matrix((values[order_c], rows, ptr_c), shape=(self.b.size, self.a.size)))
 
     def solve(self, temp, f, g, stage_tol, budget):
-        """Sweeps at temperature ``temp`` from potentials f, g (cost units; None: zero) until the
+        """Sweeps at temperature ``temp`` from potentials f, g (cost units; None: a start at or below every
+        cost) until the column error is below ``stage_tol`` or ``budget`` sweeps: (f, g, sweeps).
+
+        Sinkhorn's scaling form, stabilised by absorption (Schmitzer 2019, section 4.1; POT's
+        ``sinkhorn_stabilized``): the plan is diag(u) K diag(v) with K_ij = exp((f_i + g_j - C_ij) / T), each
+        sweep two sparse products, v = b / (K' u) and u = a / (K v), and u, v are folded into the potentials
+        (f += T log u, g += T log v, K recomputed) once either leaves [e^-ABSORB, e^ABSORB]. The same iterates
+        as the log-domain sweeps (:meth:`solve_log`) at two sparse products a sweep instead of two segmented
+        log-sum-exps; a row or column whose kernel entries all underflow hands the stage to :meth:`solve_log`.
+        """
+        if f is None:  # f_i = min_j C_ij: every kernel entry at most 1, each row's largest exactly 1
+            f = np.full(self.a.size, np.inf)
+            np.minimum.at(f, self.ei, self.cost)
+            f = np.where(np.isfinite(f), f, 0.0)
+        f = np.array(f, np.float64)
+        g = np.zeros(self.b.size) if g is None else np.array(g, np.float64)
+        K, KT = self._kernels(f, g, temp)
+        u, v = np.ones(self.a.size), np.ones(self.b.size)
+        sweeps, stuck = 0, False
+        while True:
+            Ktu = KT @ u  # [cols]: v * Ktu is the plan's column mass
+            if sweeps >= budget or sweeps and _column_error(v * Ktu, self.b) <= stage_tol:
+                break
+            stuck = not (Ktu > 0).all()
+            if stuck:
+                break
+            v = self.b / Ktu
+            Kv = K @ v
+            stuck = not (Kv > 0).all()
+            if stuck:
+                break
+            u = self.a / Kv
+            sweeps += 1
+            if max(u.max(), v.max(), 1 / u.min(), 1 / v.min()) > _ABSORB_BELOW_ABOVE:
+                f, g = f + temp * np.log(u), g + temp * np.log(v)
+                u, v = np.ones_like(u), np.ones_like(v)
+                K, KT = self._kernels(f, g, temp)
+        f, g = f + temp * np.log(u), g + temp * np.log(v)
+        if stuck:
+            f, g, more = self.solve_log(temp, f, g, stage_tol, budget - sweeps)
+            sweeps += more
+        return f, g, sweeps
+
+    def solve_log(self, temp, f, g, stage_tol, budget):
+        """Log-domain sweeps at temperature ``temp`` from potentials f, g (cost units; None: zero) until the
         column error is below ``stage_tol`` or ``budget`` sweeps: (f, g, sweeps)."""
         logk = self.cost / -temp  # [E]
         alpha = np.zeros(self.a.size) if f is None else f / temp
@@ -354,7 +414,7 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
     with their costs, and the largest mass a row or column leaves out; in row blocks of ``costs``."""
     n_a, n_b = shape
     real = (state.ei < n_a) & (state.ej < n_b)
-    taken = sp.csr_matrix((np.ones(int(real.sum()), bool), (state.ei[real], state.ej[real])), shape=shape)
+    taken = np.sort(state.ei[real] * n_b + state.ej[real])  # the candidates' flat indices in the [n_a, n_b] costs
     threshold = tol / max(n_a, n_b)
     chunk = max(1, _BLOCK_ENTRIES // max(n_b, 1))
     new_i, new_j, new_c = [], [], []
@@ -364,7 +424,8 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
         block = costs.block(rows)  # [r, n_b]
         with np.errstate(over="ignore"):
             mass = np.exp((f[rows, None] + g[None, :n_b] - block) / temperature)  # [r, n_b]
-        mass[taken[rows].toarray()] = 0.0
+        lo, hi = np.searchsorted(taken, [rows[0] * n_b, (rows[-1] + 1) * n_b])
+        mass.ravel()[taken[lo:hi] - rows[0] * n_b] = 0.0
         row_out[rows] = mass.sum(1)
         col_out += mass.sum(0)
         li, lj = np.nonzero(mass > threshold)
