@@ -50,6 +50,18 @@ def _tempered(mean, var, temperature: float, cost: str):
     return mean * scale, var * scale ** 2
 
 
+def _fit_member(member, problem: AlignmentProblem, record: bool):
+    """(the fitted member, its seconds, its warnings as (category, message) when ``record``): one member's fit, in
+    this process or a worker's (whose warnings would otherwise be lost)."""
+    start = time.perf_counter()
+    if not record:
+        return member.fit(problem), time.perf_counter() - start, []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        member.fit(problem)
+    return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught]
+
+
 class MADEnsemble(PosteriorMatching, BaseEstimator):
     r"""Several MAD fits of the same problem pooled into one match distribution (a product of experts).
 
@@ -97,6 +109,11 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         coordinates) or a number.
     seed : int, optional
         Seed of the default members and of perturb-and-MAP.
+    n_jobs : int, optional
+        Members fitted at once, each in its own process (joblib's loky backend; -1: one per core, at most one per
+        member). None or 1: one after the other in this process. Every member is seeded, so the fits are the same
+        either way; a member's warnings (a fit that did not converge, a view switched off) are issued again here,
+        naming the member. Each worker process limits its threads to its share of the cores (joblib).
     progress : bool
         Progress bars of the default members' fits and of the temperature search.
 
@@ -110,7 +127,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     calibration_ : dict (a, b, cost) -> dict
         The pool's temperature fitted on the anchors, as :attr:`MAD.calibration_`.
     timings_ : dict
-        ``member_seconds`` (fit of each member) and ``fit_seconds`` (all of them).
+        ``member_seconds`` (fit of each member), ``fit_seconds`` (their sum) and ``wall_seconds`` (of :meth:`fit`:
+        less than their sum when the members ran at once, ``n_jobs``).
 
     Examples
     --------
@@ -121,13 +139,14 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     """
 
     def __init__(self, estimators=None, latent_dims=(10, 20), cost: str = "likelihood",
-                 temperature: float | str | None = "anchors", seed=None, progress: bool = False):
+                 temperature: float | str | None = "anchors", seed=None, progress: bool = False, n_jobs=None):
         self.estimators = estimators
         self.latent_dims = latent_dims
         self.cost = cost
         self.temperature = temperature
         self.seed = seed
         self.progress = progress
+        self.n_jobs = n_jobs
 
     def _check_params(self) -> None:
         if self.cost not in COSTS:
@@ -140,6 +159,9 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                 raise ValueError(f"latent_dims must be positive integers, got {self.latent_dims!r}")
         elif not self.estimators:
             raise ValueError("estimators is empty: an ensemble needs at least one MAD")
+        if self.n_jobs is not None and (isinstance(self.n_jobs, (bool, np.bool_)) or not isinstance(
+                self.n_jobs, (int, np.integer)) or self.n_jobs == 0):
+            raise ValueError(f"n_jobs must be a non-zero integer (-1: one per core) or None, got {self.n_jobs!r}")
 
     def _members(self) -> list:
         """Unfitted clones of the members."""
@@ -162,13 +184,23 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         if not sum(len(corr) for corr in problem.anchors.values()):
             raise ValueError("MADEnsemble pools fits of a problem with anchors; this one has none (MAD bootstraps "
                              "anchors without supervision: fit a single MAD)")
-        members, seconds = self._members(), []
-        for member in members:
-            start = time.perf_counter()
-            member.fit(problem)
-            seconds.append(time.perf_counter() - start)
+        members, start = self._members(), time.perf_counter()
+        jobs = 1 if self.n_jobs is None else int(self.n_jobs)
+        if jobs == 1 or len(members) == 1:
+            fitted = [_fit_member(member, problem, record=False) for member in members]
+        else:
+            from joblib import Parallel, delayed
+
+            jobs = len(members) if jobs < 0 else min(jobs, len(members))
+            fitted = Parallel(n_jobs=jobs, backend="loky")(
+                delayed(_fit_member)(member, problem, record=True) for member in members)
+            for k, (member, _, caught) in enumerate(fitted):
+                for category, message in caught:  # the worker's warnings, issued here
+                    warnings.warn(f"member {k} (latent_dim {member.latent_dim}): {message}", category, stacklevel=2)
+        members, seconds = [m for m, _, _ in fitted], [t for _, t, _ in fitted]
         self._pool(members, problem)
-        self.timings_ = {"member_seconds": seconds, "fit_seconds": float(sum(seconds))}
+        self.timings_ = {"member_seconds": seconds, "fit_seconds": float(sum(seconds)),
+                         "wall_seconds": time.perf_counter() - start}
         return self
 
     @classmethod

@@ -128,3 +128,24 @@ def test_what_cannot_be_pooled_is_refused(pooled):
         ba.MADEnsemble(cost="expected").fit(problem)
     with pytest.raises(AttributeError, match="not fitted"):
         ba.MADEnsemble().align()
+
+
+def test_members_fitted_in_worker_processes_are_the_same_fits_and_their_warnings_come_back(pooled):
+    # the same seeded fits in two loky workers (one thread each) as one after the other here: the same bound to
+    # round-off amplified by 120 L-BFGS-B steps (other thread counts sum in another order), the same alignment
+    problem, ensemble = pooled
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        parallel = ba.MADEnsemble(estimators=[_member(2), _member(4)], n_jobs=2).fit(problem)
+    for k, q in enumerate((2, 4)):  # each short fit stops at max_iter: said in the worker, issued here
+        assert any(f"member {k} (latent_dim {q}): MRD stopped" in str(w.message) for w in record)
+    for serial, worker in zip(ensemble.estimators_, parallel.estimators_):
+        np.testing.assert_allclose(worker.model_.history_[-1], serial.model_.history_[-1], rtol=1e-6)
+    np.testing.assert_array_equal(parallel.align().pairs, ensemble.align().pairs)
+    assert parallel.timings_["wall_seconds"] > 0 and len(parallel.timings_["member_seconds"]) == 2
+
+
+@pytest.mark.parametrize("n_jobs", [0, 1.5, True, "2"])
+def test_bad_n_jobs_is_refused(n_jobs):
+    with pytest.raises(ValueError, match="n_jobs"):
+        ba.MADEnsemble(n_jobs=n_jobs)._check_params()
