@@ -109,6 +109,11 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         coordinates) or a number.
     seed : int, optional
         Seed of the default members and of perturb-and-MAP.
+    member_options : dict, optional
+        With ``estimators=None``: further keywords of every default member. Those :class:`bayesalign.MAD` does not
+        take go to its ``mrd_options`` (e.g. ``{"num_inducing": 50, "max_iter": 500}``).
+    device : str, optional
+        torch device of the members (``"cuda"``); None: each member's own (the CPU by default).
     n_jobs : int, optional
         Members fitted at once, each in its own process (joblib's loky backend; -1: one per core, at most one per
         member). None or 1: one after the other in this process. Every member is seeded, so the fits are the same
@@ -139,13 +144,16 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     """
 
     def __init__(self, estimators=None, latent_dims=(10, 20), cost: str = "likelihood",
-                 temperature: float | str | None = "anchors", seed=None, progress: bool = False, n_jobs=None):
+                 temperature: float | str | None = "anchors", seed=None, progress: bool = False,
+                 member_options: dict | None = None, device=None, n_jobs=None):
         self.estimators = estimators
         self.latent_dims = latent_dims
         self.cost = cost
         self.temperature = temperature
         self.seed = seed
         self.progress = progress
+        self.member_options = member_options
+        self.device = device
         self.n_jobs = n_jobs
 
     def _check_params(self) -> None:
@@ -167,13 +175,24 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         """Unfitted clones of the members."""
         from .mad import MAD
 
+        device = {} if self.device is None else {"device": self.device}
         if self.estimators is None:
-            return [MAD(latent_dim=int(q), seed=self.seed, progress=self.progress)
+            options = dict(self.member_options or {})
+            fixed = {"latent_dim", "seed", "progress", "device"} & set(options)
+            if fixed:
+                raise ValueError(f"member_options cannot set {sorted(fixed)}: the ensemble's latent_dims, seed, "
+                                 "progress and device do")
+            mrd = {k: options.pop(k) for k in list(options) if k not in MAD._get_param_names()}
+            if mrd:
+                options["mrd_options"] = {**(options.get("mrd_options") or {}), **mrd}
+            return [MAD(latent_dim=int(q), seed=self.seed, progress=self.progress, **device, **options)
                     for q in np.atleast_1d(self.latent_dims)]
+        if self.member_options:
+            raise ValueError("member_options sets the default members; with estimators given, set them there")
         for k, member in enumerate(self.estimators):
             if not isinstance(member, MAD):
                 raise TypeError(f"estimators[{k}] is a {type(member).__name__}, not a MAD")
-        return [clone(member) for member in self.estimators]
+        return [clone(member).set_params(**device) for member in self.estimators]
 
     def fit(self, problem: AlignmentProblem) -> MADEnsemble:
         """Fit every member on ``problem`` (which needs anchors; not modified), then pool them (lazily: the

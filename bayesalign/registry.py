@@ -8,7 +8,8 @@ The command line (``bayesalign align --method NAME``) and the comparison suite b
   each pair of views are matched in it by :func:`bayesalign.matching.match` (Hungarian on squared
   Euclidean distances, Sinkhorn probabilities at the median nearest cost);
 * ``mad`` (Damianou, Lawrence & Ek 2016): ``MAD.fit(problem).align(a, b, matcher, cost)``, with its own
-  probabilities. ``mad-<matcher>-<cost>`` names each combination for the comparison suite.
+  probabilities. ``mad-<matcher>-<cost>`` names each combination for the comparison suite;
+  ``mad-ensemble`` is :class:`bayesalign.MADEnsemble` (several MAD fits pooled; no latent coordinates).
 
 Methods whose module is not installed (a partial checkout) are listed but not ``available``.
 
@@ -114,13 +115,19 @@ _ENTRIES = [
 _ENTRIES += [MethodSpec(f"mad-{m}-{c}", "bayesalign.mad:MAD", "mad", f"MAD, {m} matcher, {c} cost",
                         "Damianou, Lawrence & Ek 2016", {"matcher": m, "cost": c}, True, True)
              for m in MAD_MATCHERS for c in MAD_COSTS]
+_ENTRIES += [MethodSpec("mad-ensemble", "bayesalign.ensemble:MADEnsemble", "mad",
+                        "MAD fits of 10 and 20 latent dimensions, their tempered match likelihoods pooled "
+                        "(--set latent_dims=..., --set member_options=...)",
+                        "Damianou, Lawrence & Ek 2016; Hinton 2002 (product of experts)", probabilistic=True,
+                        bayesian=True)]
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in _ENTRIES}
 """Every method by name (see the module docstring)."""
 
 #: The methods ``bayesalign compare`` runs by default: every spectral class, MRD+Procrustes and MAD
-#: with each matcher and cost (the bare ``mad`` entry is the CLI's configurable one).
-COMPARE_METHODS = tuple(n for n in METHODS if n not in ("mad", "local-patterns"))
+#: with each matcher and cost (the bare ``mad`` entry is the CLI's configurable one; ``mad-ensemble``, two MAD
+#: fits, is asked for by name).
+COMPARE_METHODS = tuple(n for n in METHODS if n not in ("mad", "local-patterns", "mad-ensemble"))
 
 
 def get_method(name: str) -> MethodSpec:
@@ -169,6 +176,9 @@ def _build(cls, latent_dim=None, seed=None, device=None, progress=None, **option
                 kwargs[name] = value
                 return
 
+    if latent_dim is not None and "latent_dims" in named:
+        raise ValueError(f"{cls.__name__} pools fits of several latent dimensions: give them as the option "
+                         "latent_dims (--set latent_dims=10,20), not one latent_dim")
     put(latent_dim, "n_components", "latent_dim")
     put(seed, "seed", "random_state")
     put(device, "device")
@@ -253,7 +263,7 @@ def run_method(name: str, problem: AlignmentProblem, *, pairs: Sequence[tuple[st
             _build(cls, latent_dim, seed, device, progress, **options).fit(problem)
         align_kw = _align_keywords(model.align, mad_options, cost_limit)
         alignments = {(a, b): model.align(a, b, **align_kw) for a, b in pairs}
-        embedding = model.embedding_
+        embedding = getattr(model, "embedding_", None)  # a MADEnsemble has no single latent space
     return MethodResult(name, alignments, embedding, time.perf_counter() - start, model)
 
 

@@ -149,3 +149,46 @@ def test_members_fitted_in_worker_processes_are_the_same_fits_and_their_warnings
 def test_bad_n_jobs_is_refused(n_jobs):
     with pytest.raises(ValueError, match="n_jobs"):
         ba.MADEnsemble(n_jobs=n_jobs)._check_params()
+
+
+SMALL = {"num_inducing": 10, "correspondence_rounds": 0, "max_iter": 120}  # max_iter: MAD's mrd_options
+
+
+def test_the_registry_and_the_command_line_run_the_pool_by_name(pooled, tmp_path, capsys):
+    from bayesalign import cli, compare
+    from bayesalign.io import write_view
+    from bayesalign.registry import COMPARE_METHODS, run_method
+
+    problem, ensemble = pooled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the short fits stop at max_iter
+        result = run_method("mad-ensemble", problem, seed=0, options={"latent_dims": (2, 4), "member_options": SMALL})
+    assert isinstance(result.model, ba.MADEnsemble) and result.embedding is None
+    assert [m.mrd_options for m in result.model.estimators_] == [{"max_iter": 120}] * 2
+    # the same members as the fixture's (built from MAD keywords there): the same alignment
+    np.testing.assert_array_equal(result.alignments[("Y1", "Y2")].pairs, ensemble.align().pairs)
+    scores = compare.evaluate_method_result(result, problem)
+    assert np.isnan(scores["foscttm"]) and scores["accuracy"] > 0.8 and np.isfinite(scores["ece"])
+    assert "mad-ensemble" not in COMPARE_METHODS  # two fits: asked for by name
+    with pytest.raises(ValueError, match="latent_dims"):
+        run_method("mad-ensemble", problem, latent_dim=5)
+    with pytest.raises(ValueError, match=r"member_options cannot set \['seed'\]"):
+        ba.MADEnsemble(member_options={"seed": 1}).fit(problem)
+    # the command line: the pool aligns two files; an embedding or one latent dimension is refused before any fit
+    a, b = problem.views["Y1"], problem.views["Y2"]
+    write_view(tmp_path / "a.csv", a)
+    write_view(tmp_path / "b.csv", b)
+    pairs = problem.anchors_between("Y1", "Y2").pairs
+    (tmp_path / "pairs.csv").write_text("a,b\n" + "".join(f"{i},{j}\n" for i, j in pairs))
+    base = ["align", tmp_path / "a.csv", tmp_path / "b.csv", "--anchors", tmp_path / "pairs.csv", "--method",
+            "mad-ensemble", "--out", tmp_path / "m.csv"]
+    for extra, message in ((["--embedding", tmp_path / "e.npz"], "gives no latent coordinates"),
+                           (["--latent-dim", 3], "--set latent_dims")):
+        assert cli.main([str(x) for x in base + extra]) == 2
+        assert message in capsys.readouterr().err
+    options = ["--set", "latent_dims=2,4", "--set", f"member_options={SMALL!r}", "--plots", tmp_path / "figures"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main([str(x) for x in base + options]) == 0, capsys.readouterr().err
+    assert (tmp_path / "m.csv").exists() and not (tmp_path / "e.npz").exists()
+    assert [p.name for p in (tmp_path / "figures").iterdir()] == ["cost_a_b.png"]  # no latent space, no bound
