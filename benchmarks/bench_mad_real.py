@@ -16,9 +16,10 @@ unaligned rows (lower is better; 0.5 is random) of:
   ``training="anchors"``), each on standardised and on centred views, the all-rows model with p(X) = N(0, I)
   instead of the graph prior, and the all-rows model with no round or up to two rounds
   (``correspondence_rounds=0`` or ``2``), and the pool of MAD fits with 10 and 20 latent dimensions
-  (``MADEnsemble``, on centred and on standardised views; its 10-dimensional member is the single fit of the
-  same scaling when that variant ran in the same call, and its seconds are then that fit's plus the rest;
-  with ``--ensemble-jobs N`` both members are fitted from scratch, N at a time, and the seconds are the wall time)
+  (``MADEnsemble``, on centred and on standardised views; with 5, 10 and 20 on centred views; its
+  10-dimensional member is the single fit of the same scaling when that variant ran in the same call, and its
+  seconds are then that fit's plus the rest; with ``--ensemble-jobs N`` every member is fitted from scratch, N at
+  a time, and the seconds are the wall time)
   (``--variants`` picks some of them).
 
 MAD's FOSCTTM ranks by the cost it aligns by (``MAD.cost_matrix``: the likelihood cost, with the
@@ -89,20 +90,22 @@ def mads(args):
                                                                                 correspondence_rounds=2),
         "MAD (all rows, centred, no correspondence round)": lambda seed: ba.MAD(**common, seed=seed,
                                                                                 correspondence_rounds=0),
-        # the pools of ENSEMBLE_DIMS: built in main() from the variant of the same scaling fitted above, when it ran
-        "MAD ensemble (10 + 20 dims, centred)": lambda seed: ba.MADEnsemble(
-            estimators=[ba.MAD(**{**common, "latent_dim": q}, seed=seed) for q in ENSEMBLE_DIMS],
-            n_jobs=args.ensemble_jobs),
-        "MAD ensemble (10 + 20 dims, standardised)": lambda seed: ba.MADEnsemble(
-            estimators=[ba.MAD(**{**common, "latent_dim": q}, seed=seed, standardize=True) for q in ENSEMBLE_DIMS],
-            n_jobs=args.ensemble_jobs),
+        # the pools: built in main() around the variant of the same scaling fitted above, when it ran
+        "MAD ensemble (10 + 20 dims, centred)": lambda seed: ensemble(common, seed, (10, 20), False, args),
+        "MAD ensemble (5 + 10 + 20 dims, centred)": lambda seed: ensemble(common, seed, (5, 10, 20), False, args),
+        "MAD ensemble (10 + 20 dims, standardised)": lambda seed: ensemble(common, seed, (10, 20), True, args),
     }
 
 
-#: latent_dim of the ensemble variants' members; the first is the single-fit variants' (MAD's default, 10)
-ENSEMBLE_DIMS = (10, 20)
-#: the single fit an ensemble variant reuses as its first member (same scaling, MAD's defaults otherwise)
+def ensemble(common, seed, dims, standardize, args):
+    return ba.MADEnsemble(estimators=[ba.MAD(**{**common, "latent_dim": q}, seed=seed, standardize=standardize)
+                                      for q in dims], n_jobs=args.ensemble_jobs)
+
+
+#: the single fit an ensemble variant reuses as its member of MAD's default latent_dim (same scaling, MAD's
+#: defaults otherwise)
 REUSED = {"MAD ensemble (10 + 20 dims, centred)": "MAD (all rows, centred)",
+          "MAD ensemble (5 + 10 + 20 dims, centred)": "MAD (all rows, centred)",
           "MAD ensemble (10 + 20 dims, standardised)": "MAD (all rows, standardised)"}
 
 
@@ -162,9 +165,10 @@ def main(argv=None):
                 reused = fitted.get(REUSED.get(label))
                 if args.latent_dim is not None or args.ensemble_jobs is not None:
                     reused = None  # the members are fitted from scratch: the seconds are the wall time
-                if reused is not None:  # the single fit above is the first member
+                if reused is not None:  # the single fit above is the member of its latent_dim
                     model = ba.MADEnsemble.from_fitted(
-                        [reused[0]] + [member.fit(problem) for member in make(seed).estimators[1:]])
+                        [reused[0] if member.latent_dim == reused[0].latent_dim else member.fit(problem)
+                         for member in make(seed).estimators])
                 else:
                     model = make(seed).fit(problem)
                 alignment = model.align(a, b, matcher="hungarian")
