@@ -192,3 +192,13 @@ def test_the_registry_and_the_command_line_run_the_pool_by_name(pooled, tmp_path
         assert cli.main([str(x) for x in base + options]) == 0, capsys.readouterr().err
     assert (tmp_path / "m.csv").exists() and not (tmp_path / "e.npz").exists()
     assert [p.name for p in (tmp_path / "figures").iterdir()] == ["cost_a_b.png"]  # no latent space, no bound
+
+
+def test_device_and_member_options_reach_every_member():
+    members = ba.MADEnsemble(latent_dims=(2, 3), device="cpu", member_options={
+        "num_inducing": 7, "max_iter": 5, "mrd_options": {"tol": 1e-3}})._members()
+    assert [(m.latent_dim, m.device, m.num_inducing) for m in members] == [(2, "cpu", 7), (3, "cpu", 7)]
+    assert members[0].mrd_options == {"tol": 1e-3, "max_iter": 5}  # what MAD does not take goes to its MRD
+    assert ba.MADEnsemble(estimators=[ba.MAD(latent_dim=2)], device="cpu")._members()[0].device == "cpu"
+    with pytest.raises(ValueError, match="member_options sets the default members"):
+        ba.MADEnsemble(estimators=[ba.MAD()], member_options={"num_inducing": 5})._members()
