@@ -350,9 +350,10 @@ class _SparseSinkhorn:
         Sinkhorn's scaling form, stabilised by absorption (Schmitzer 2019, section 4.1; POT's
         ``sinkhorn_stabilized``): the plan is diag(u) K diag(v) with K_ij = exp((f_i + g_j - C_ij) / T), each
         sweep two sparse products, v = b / (K' u) and u = a / (K v), and u, v are folded into the potentials
-        (f += T log u, g += T log v, K recomputed) once either leaves [e^-ABSORB, e^ABSORB]. The same iterates
-        as the log-domain sweeps (:meth:`solve_log`) at two sparse products a sweep instead of two segmented
-        log-sum-exps; a row or column whose kernel entries all underflow hands the stage to :meth:`solve_log`.
+        (f += T log u, g += T log v, K recomputed) once either leaves [1 / ``_ABSORB_BELOW_ABOVE``,
+        ``_ABSORB_BELOW_ABOVE``]. From the same potentials these are the log-domain sweeps' iterates (:meth:`solve_log`)
+        in exact arithmetic, at two sparse products a sweep instead of two segmented log-sum-exps; where a row's or
+        column's kernel entries all underflow (a scaling would be infinite) the stage goes on in the log domain.
         """
         if f is None:  # f_i = min_j C_ij: every kernel entry at most 1, each row's largest exactly 1
             f = np.full(self.a.size, np.inf)
@@ -367,15 +368,16 @@ class _SparseSinkhorn:
             Ktu = KT @ u  # [cols]: v * Ktu is the plan's column mass
             if sweeps >= budget or sweeps and _column_error(v * Ktu, self.b) <= stage_tol:
                 break
-            stuck = not (Ktu > 0).all()
-            if stuck:
-                break
-            v = self.b / Ktu
-            Kv = K @ v
-            stuck = not (Kv > 0).all()
-            if stuck:
-                break
-            u = self.a / Kv
+            with np.errstate(divide="ignore", over="ignore"):
+                v_next = self.b / Ktu
+                stuck = not np.isfinite(v_next).all()
+                if stuck:
+                    break
+                u_next = self.a / (K @ v_next)
+                stuck = not np.isfinite(u_next).all()
+                if stuck:
+                    break
+            u, v = u_next, v_next
             sweeps += 1
             if max(u.max(), v.max(), 1 / u.min(), 1 / v.min()) > _ABSORB_BELOW_ABOVE:
                 f, g = f + temp * np.log(u), g + temp * np.log(v)
