@@ -244,9 +244,6 @@ def cmd_align(args) -> int:
     if args.method == "mad-ensemble" and args.embedding:  # before a fit of minutes, not after
         raise CommandError(f"{args.method} gives no latent coordinates to write to {args.embedding} (its members "
                            "each have their own latent space)")
-    if args.method == "mad-ensemble" and args.latent_dim is not None:
-        raise CommandError("mad-ensemble pools fits of several latent dimensions: --set latent_dims=10,20, "
-                           "not --latent-dim")
     options = _parse_options(args.options)
     names = _view_names(args.views, args.names)
     # every output and the device are checked before anything is read or fitted
