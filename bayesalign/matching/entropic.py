@@ -309,7 +309,8 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
 
 
 class _SparseSinkhorn:
-    """The augmented sparse problem (slack row / column or dustbins) and its log-domain sweeps."""
+    """The augmented sparse problem (slack row / column or dustbins) and its Sinkhorn sweeps (scaling form, log domain
+    where the kernel underflows)."""
 
     def __init__(self, n_a: int, n_b: int, cost_limit):
         self.n_a, self.n_b = n_a, n_b
