@@ -50,6 +50,31 @@ def _tempered(mean, var, temperature: float, cost: str):
     return mean * scale, var * scale ** 2
 
 
+def _check_start_members(start_members) -> tuple:
+    """``start_members`` as a tuple of MAD's start names (empty: none; a string may list them with commas, as the
+    command line's ``--set start_members=pca,cca`` gives them), or a ValueError naming the bad entry."""
+    from .mad import STARTS
+
+    if start_members is None:
+        return ()
+    if isinstance(start_members, str):
+        start_members = [name.strip() for name in start_members.split(",") if name.strip()]
+    names = tuple(start_members)
+    for name in names:
+        if name not in STARTS:
+            raise ValueError(f"start_members must name starts of MAD {STARTS}, got {name!r}")
+    if len(set(names)) < len(names):
+        raise ValueError(f"start_members names a start twice: {list(names)}")
+    return names
+
+
+def _describe(member) -> str:
+    """A member as its warnings name it: its latent_dim, and its start when it was fitted from one alone."""
+    starts = member.starts
+    alone = f", start {starts[0]}" if starts is not None and len(starts) == 1 else ""
+    return f"latent_dim {member.latent_dim}{alone}"
+
+
 def _fit_member(member, problem: AlignmentProblem, record: bool):
     """(the fitted member, its seconds, its warnings as (category, message) when ``record``): one member's fit, in
     this process or a worker's (whose warnings would otherwise be lost)."""
@@ -100,7 +125,14 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         The members, fitted by :meth:`fit` (each a clone; given with anchors, no self-training). Default: one
         :class:`bayesalign.MAD` per entry of ``latent_dims``, with this ensemble's ``seed`` and ``progress``.
     latent_dims : sequence of int
-        With ``estimators=None``: the members' ``latent_dim`` (default 10 and 20).
+        With ``estimators=None``: one member per entry, a :class:`bayesalign.MAD` with that ``latent_dim``
+        (default 10 and 20).
+    start_members : sequence of {"joint_laplacian", "pca", "cca"}
+        With ``estimators=None``: one more member per start named, a MAD with its default ``latent_dim`` fitted
+        from that start alone (``starts=(name,)``) with as many inducing inputs as MAD's starts race with
+        (``start_inducing``: 30, or ``member_options``'s). A MAD keeps the optimum of the start with the highest
+        bound, which is not always the one that aligns best; these members pool the others too, at a fraction of
+        a full member's cost (benchmarks/RESULTS.md, "Members fitted from each start"). Default: none.
     cost : {"likelihood", "mean"}
         The members' cost that is pooled, and the default of :meth:`align`.
     temperature : {"anchors", "posterior"} or float
@@ -143,11 +175,12 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     >>> alignment = pool.align()  # doctest: +SKIP
     """
 
-    def __init__(self, estimators=None, latent_dims=(10, 20), cost: str = "likelihood",
+    def __init__(self, estimators=None, latent_dims=(10, 20), start_members=(), cost: str = "likelihood",
                  temperature: float | str | None = "anchors", seed=None, progress: bool = False,
                  member_options: dict | None = None, device=None, n_jobs=None):
         self.estimators = estimators
         self.latent_dims = latent_dims
+        self.start_members = start_members
         self.cost = cost
         self.temperature = temperature
         self.seed = seed
@@ -165,6 +198,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             if not dims or any(isinstance(q, (bool, np.bool_)) or not float(q).is_integer() or int(q) < 1
                                for q in dims):
                 raise ValueError(f"latent_dims must be positive integers, got {self.latent_dims!r}")
+            _check_start_members(self.start_members)
         elif not self.estimators:
             raise ValueError("estimators is empty: an ensemble needs at least one MAD")
         if self.n_jobs is not None and (isinstance(self.n_jobs, (bool, np.bool_)) or not isinstance(
@@ -185,10 +219,18 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             mrd = {k: options.pop(k) for k in list(options) if k not in MAD._get_param_names()}
             if mrd:
                 options["mrd_options"] = {**(options.get("mrd_options") or {}), **mrd}
-            return [MAD(latent_dim=int(q), seed=self.seed, progress=self.progress, **device, **options)
-                    for q in np.atleast_1d(self.latent_dims)]
-        if self.member_options:
-            raise ValueError("member_options sets the default members; with estimators given, set them there")
+            common = {"seed": self.seed, "progress": self.progress, **device}
+            members = [MAD(latent_dim=int(q), **common, **options) for q in np.atleast_1d(self.latent_dims)]
+            starts = _check_start_members(self.start_members)
+            if starts:  # each start alone, fitted at the size MAD's starts race at
+                size = MAD(**options).get_params()
+                size = min(int(size["num_inducing"]), int(size["start_inducing"] or size["num_inducing"]))
+                options = {**options, "num_inducing": int(size), "start_inducing": None}
+                members += [MAD(**common, **{**options, "starts": (start,)}) for start in starts]
+            return members
+        if self.member_options or _check_start_members(self.start_members):
+            raise ValueError("member_options and start_members set the default members; with estimators given, "
+                             "set them there")
         for k, member in enumerate(self.estimators):
             if not isinstance(member, MAD):
                 raise TypeError(f"estimators[{k}] is a {type(member).__name__}, not a MAD")
@@ -215,7 +257,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                 delayed(_fit_member)(member, problem, record=True) for member in members)
             for k, (member, _, caught) in enumerate(fitted):
                 for category, message in caught:  # the worker's warnings, issued here
-                    warnings.warn(f"member {k} (latent_dim {member.latent_dim}): {message}", category, stacklevel=2)
+                    warnings.warn(f"member {k} ({_describe(member)}): {message}", category, stacklevel=2)
         members, seconds = [m for m, _, _ in fitted], [t for _, t, _ in fitted]
         self._pool(members, problem)
         self.timings_ = {"member_seconds": seconds, "fit_seconds": float(sum(seconds)),
@@ -239,7 +281,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             model._check_fitted()
         # estimators: unfitted copies of the models' settings, which a later fit() of this ensemble fits again
         ensemble = cls(estimators=[clone(m) for m in models], latent_dims=[int(m.latent_dim) for m in models],
-                       cost=cost, temperature=temperature, seed=seed, progress=progress)
+                       start_members=(), cost=cost, temperature=temperature, seed=seed, progress=progress)
         ensemble._check_params()
         ensemble._pool(models, models[0].problem_)
         ensemble.timings_ = {"member_seconds": [float(m.timings_.get("total_seconds", np.nan)) for m in models]}
@@ -366,6 +408,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         active = self._active(a, b)
         return {"members": len(active), "members_left_out": len(self.estimators_) - len(active),
                 "member_latent_dims": [int(m.latent_dim) for m in active],
+                "member_starts": [None if m.starts is None else list(m.starts) for m in active],
                 "member_shared_dims": [len(m.shared_dims(a, b)) for m in active],
                 "member_temperatures": self.member_temperatures(a, b, cost),
                 "member_misfit": [m._misfit_for(a, b, cost) is not None for m in active]}

@@ -222,7 +222,10 @@ def save_ensemble(ensemble, path) -> None:
     ensemble._check_fitted()
     params = ensemble.get_params(deep=False)
     params["estimators"] = None  # the members are stored whole, below
+    # described as from_fitted describes its members: they are loaded whole (each with its own settings, starts
+    # and options), so the options that make the default members would only contradict them
     params["latent_dims"] = [int(member.latent_dim) for member in ensemble.estimators_]
+    params["start_members"], params["member_options"] = [], None
     arrays = {}
     with tempfile.TemporaryDirectory() as folder:
         for k, member in enumerate(ensemble.estimators_):

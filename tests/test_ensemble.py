@@ -91,6 +91,27 @@ def test_a_saved_ensemble_loads_and_aligns_as_before(pooled, tmp_path):
         ba.MADEnsemble.load(path)
 
 
+def test_start_members_fit_pool_and_load_as_the_members_they_are(pooled, tmp_path):
+    problem, _ = pooled
+    options = {"num_inducing": 10, "correspondence_rounds": 0, "max_iter": 120}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the short fits do not converge (warned)
+        ensemble = ba.MADEnsemble(latent_dims=(2,), start_members=("pca",), member_options=options, seed=0).fit(problem)
+        alone = ba.MAD(latent_dim=ba.MAD().latent_dim, starts=("pca",), seed=0, start_inducing=None, num_inducing=10,
+                       correspondence_rounds=0, mrd_options={"max_iter": 120}).fit(problem)
+    member = ensemble.estimators_[1]
+    assert member.starts_ == alone.starts_ and [s["start"] for s in member.starts_] == ["pca"]  # no race
+    np.testing.assert_allclose(member.model_.elbo(), alone.model_.elbo(), rtol=1e-9)  # one seeded fit, same process
+    before = ensemble.align()
+    assert before.info["member_starts"] == [None, ["pca"]] and before.info["member_latent_dims"] == [2, 10]
+    ensemble.save(tmp_path / "pool.npz")
+    loaded = ba.MADEnsemble.load(tmp_path / "pool.npz")
+    after = loaded.align()
+    assert np.array_equal(before.index_b, after.index_b) and after.info["member_starts"] == [None, ["pca"]]
+    # the file describes the members it holds: a refit of the loaded ensemble fits these two again, no more
+    assert loaded.get_params()["start_members"] == [] and loaded.get_params()["latent_dims"] == [2, 10]
+    assert [m.starts if m.starts is None else list(m.starts) for m in loaded._members()] == [None, ["pca"]]
+
 def test_a_member_sharing_no_dimension_is_left_out_with_a_warning(pooled, tmp_path):
     problem, ensemble = pooled
     members = []
@@ -203,5 +224,29 @@ def test_device_and_member_options_reach_every_member():
     assert [(m.latent_dim, m.device, m.num_inducing) for m in members] == [(2, "cpu", 7), (3, "cpu", 7)]
     assert members[0].mrd_options == {"tol": 1e-3, "max_iter": 5}  # what MAD does not take goes to its MRD
     assert ba.MADEnsemble(estimators=[ba.MAD(latent_dim=2)], device="cpu")._members()[0].device == "cpu"
-    with pytest.raises(ValueError, match="member_options sets the default members"):
+    with pytest.raises(ValueError, match="member_options and start_members set the default members"):
         ba.MADEnsemble(estimators=[ba.MAD()], member_options={"num_inducing": 5})._members()
+
+
+def test_start_members_are_fitted_from_one_start_each_at_the_race_size():
+    """start_members adds one MAD per named start, fitted from it alone (no race) with MAD's default latent_dim and
+    as many inducing inputs as MAD's starts race with; the members' options reach them too."""
+    default = ba.MAD()
+    members = ba.MADEnsemble(latent_dims=(5,), start_members=("pca", "cca"), seed=3,
+                             member_options={"max_iter": 7})._members()
+    assert [(m.latent_dim, m.starts, m.num_inducing, m.start_inducing, m.seed) for m in members] == [
+        (5, None, default.num_inducing, default.start_inducing, 3),
+        (default.latent_dim, ("pca",), default.start_inducing, None, 3),
+        (default.latent_dim, ("cca",), default.start_inducing, None, 3)]
+    assert all(m.mrd_options == {"max_iter": 7} for m in members)
+    # the race's size from member_options, never above the members' own size; a comma list as the CLI gives it
+    sized = ba.MADEnsemble(latent_dims=(2,), start_members="joint_laplacian, pca",
+                           member_options={"num_inducing": 20, "start_inducing": 12})._members()
+    assert [(m.starts, m.num_inducing) for m in sized] == [(None, 20), (("joint_laplacian",), 12), (("pca",), 12)]
+    small = ba.MADEnsemble(latent_dims=(2,), start_members=("cca",), member_options={"num_inducing": 8})._members()
+    assert small[1].num_inducing == 8
+    for bad, message in ((("pca", "spectral"), "got 'spectral'"), (("pca", "pca"), "names a start twice")):
+        with pytest.raises(ValueError, match=message):
+            ba.MADEnsemble(start_members=bad)._check_params()
+    with pytest.raises(ValueError, match="start_members set the default members"):
+        ba.MADEnsemble(estimators=[ba.MAD()], start_members=("pca",))._members()
