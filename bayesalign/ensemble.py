@@ -75,16 +75,25 @@ def _describe(member) -> str:
     return f"latent_dim {member.latent_dim}{alone}"
 
 
-def _fit_member(member, problem: AlignmentProblem, record: bool):
-    """(the fitted member, its seconds, its warnings as (category, message) when ``record``): one member's fit, in
-    this process or a worker's (whose warnings would otherwise be lost)."""
+def _fit_member(member, problem: AlignmentProblem, record: bool, optional: bool = False):
+    """(the fitted member or None, its seconds, its warnings as (category, message) when ``record``, why it was left
+    out or None): one member's fit, in this process or a worker's (whose warnings would otherwise be lost). An
+    ``optional`` member (one of ``start_members``) whose start cannot be computed on ``problem`` is left out."""
+    from .gp import StartError
+
     start = time.perf_counter()
-    if not record:
-        return member.fit(problem), time.perf_counter() - start, []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        member.fit(problem)
-    return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught]
+    with warnings.catch_warnings(record=record) as caught:
+        if record:
+            warnings.simplefilter("default")
+        try:
+            member.fit(problem)
+        except StartError as error:
+            if not optional:
+                raise
+            member, reason = None, str(error)
+        else:
+            reason = None
+    return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []], reason
 
 
 class MADEnsemble(PosteriorMatching, BaseEstimator):
@@ -158,6 +167,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     ----------
     estimators_ : list of MAD
         The fitted members.
+    members_left_out_ : list of dict
+        Members of ``start_members`` whose start cannot be computed on the problem (e.g. "pca" with more latent
+        dimensions than the views have columns), each warned and left out of the pool: ``member`` (its index
+        among the members :meth:`fit` made), ``description`` and ``reason``.
     problem_ : AlignmentProblem
     converged_ : bool
         Whether every member's optimiser reached its tolerance (each member warns when not).
@@ -246,21 +259,30 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             raise ValueError("MADEnsemble pools fits of a problem with anchors; this one has none (MAD bootstraps "
                              "anchors without supervision: fit a single MAD)")
         members, start = self._members(), time.perf_counter()
+        n_racing = len(np.atleast_1d(self.latent_dims)) if self.estimators is None else len(members)
+        optional = [k >= n_racing for k in range(len(members))]  # start_members: left out if their start fails
         jobs = 1 if self.n_jobs is None else int(self.n_jobs)
         if jobs == 1 or len(members) == 1:
-            fitted = [_fit_member(member, problem, record=False) for member in members]
+            fitted = [_fit_member(member, problem, False, opt) for member, opt in zip(members, optional)]
         else:
             from joblib import Parallel, delayed
 
             jobs = len(members) if jobs < 0 else min(jobs, len(members))
             fitted = Parallel(n_jobs=jobs, backend="loky")(
-                delayed(_fit_member)(member, problem, record=True) for member in members)
-            for k, (member, _, caught) in enumerate(fitted):
+                delayed(_fit_member)(member, problem, True, opt) for member, opt in zip(members, optional))
+            for k, (_, _, caught, _) in enumerate(fitted):
                 for category, message in caught:  # the worker's warnings, issued here
-                    warnings.warn(f"member {k} ({_describe(member)}): {message}", category, stacklevel=2)
-        members, seconds = [m for m, _, _ in fitted], [t for _, t, _ in fitted]
-        self._pool(members, problem)
-        self.timings_ = {"member_seconds": seconds, "fit_seconds": float(sum(seconds)),
+                    warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category, stacklevel=2)
+        left_out = []
+        for k, (_, _, _, reason) in enumerate(fitted):
+            if reason is not None:
+                left_out.append({"member": k, "description": _describe(members[k]), "reason": reason})
+                warnings.warn(f"MADEnsemble: member {k} ({_describe(members[k])}) is left out of the pool: {reason}",
+                              RuntimeWarning, stacklevel=2)
+        kept = [(m, t) for m, t, _, reason in fitted if reason is None]
+        self._pool([m for m, _ in kept], problem)
+        self.members_left_out_ = left_out
+        self.timings_ = {"member_seconds": [t for _, t in kept], "fit_seconds": float(sum(t for _, t, _, _ in fitted)),
                          "wall_seconds": time.perf_counter() - start}
         return self
 
@@ -297,6 +319,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                 raise ValueError(f"member {k} discovered pairs of its own (self-training or a bootstrap), so its "
                                  "rows to match differ from the others'; pool fits given anchors only")
         self.estimators_ = members
+        self.members_left_out_ = []
         self.problem_ = problem
         self.converged_ = all(bool(m.converged_) for m in members)
         self.calibration_ = {}

@@ -233,7 +233,8 @@ def save_ensemble(ensemble, path) -> None:
             save_mad(member, inner)
             arrays[f"members/{k}"] = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
     meta = {"format": ENSEMBLE_FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params),
-            "n_members": len(ensemble.estimators_), "timings": _jsonable(getattr(ensemble, "timings_", {}))}
+            "n_members": len(ensemble.estimators_), "timings": _jsonable(getattr(ensemble, "timings_", {})),
+            "members_left_out": _jsonable(getattr(ensemble, "members_left_out_", []))}
     arrays["meta"] = np.array(json.dumps(meta))
     with atomic_write(Path(path), "wb") as handle:
         np.savez(handle, **arrays)
@@ -261,4 +262,5 @@ def _read_ensemble(path, device):
     ensemble = MADEnsemble(**{**meta["params"], "estimators": [clone(member) for member in members]})
     ensemble._pool(members, members[0].problem_)
     ensemble.timings_ = meta["timings"]
+    ensemble.members_left_out_ = meta.get("members_left_out", [])  # files of the twenty-first session have none
     return ensemble

@@ -16,7 +16,8 @@ unaligned rows (lower is better; 0.5 is random) of:
   ``training="anchors"``), each on standardised and on centred views, the all-rows model with p(X) = N(0, I)
   instead of the graph prior, and the all-rows model with no round or up to two rounds
   (``correspondence_rounds=0`` or ``2``), and the pool of MAD fits with 10 and 20 latent dimensions
-  (``MADEnsemble``, on centred and on standardised views; with 5, 10 and 20 on centred views; its
+  (``MADEnsemble``, on centred and on standardised views; with 5, 10 and 20 on centred views, and those three
+  with one more member per start of MAD fitted from it alone, ``start_members``; its racing
   10-dimensional member is the single fit of the same scaling when that variant ran in the same call, and its
   seconds are then that fit's plus the rest; with ``--ensemble-jobs N`` every member is fitted from scratch, N at
   a time, and the seconds are the wall time)
@@ -94,19 +95,23 @@ def mads(args):
         "MAD ensemble (10 + 20 dims, centred)": lambda seed: ensemble(common, seed, (10, 20), False, args),
         "MAD ensemble (5 + 10 + 20 dims, centred)": lambda seed: ensemble(common, seed, (5, 10, 20), False, args),
         "MAD ensemble (10 + 20 dims, standardised)": lambda seed: ensemble(common, seed, (10, 20), True, args),
+        "MAD ensemble (5 + 10 + 20 dims and each start alone, centred)": lambda seed: ensemble(
+            common, seed, (5, 10, 20), False, args, start_members=ba.mad.STARTS),
     }
 
 
-def ensemble(common, seed, dims, standardize, args):
-    return ba.MADEnsemble(estimators=[ba.MAD(**{**common, "latent_dim": q}, seed=seed, standardize=standardize)
-                                      for q in dims], n_jobs=args.ensemble_jobs)
+def ensemble(common, seed, dims, standardize, args, start_members=()):
+    options = {k: v for k, v in common.items() if k not in ("progress", "device", "latent_dim")}
+    return ba.MADEnsemble(latent_dims=dims, start_members=start_members, seed=seed, device=common.get("device"),
+                          member_options={**options, "standardize": standardize}, n_jobs=args.ensemble_jobs)
 
 
 #: the single fit an ensemble variant reuses as its member of MAD's default latent_dim (same scaling, MAD's
 #: defaults otherwise)
 REUSED = {"MAD ensemble (10 + 20 dims, centred)": "MAD (all rows, centred)",
           "MAD ensemble (5 + 10 + 20 dims, centred)": "MAD (all rows, centred)",
-          "MAD ensemble (10 + 20 dims, standardised)": "MAD (all rows, standardised)"}
+          "MAD ensemble (10 + 20 dims, standardised)": "MAD (all rows, standardised)",
+          "MAD ensemble (5 + 10 + 20 dims and each start alone, centred)": "MAD (all rows, centred)"}
 
 
 def _cost_foscttm(model, problem, a, b) -> float:
@@ -115,6 +120,18 @@ def _cost_foscttm(model, problem, a, b) -> float:
     full = np.zeros((problem.views.n_samples[a], problem.views.n_samples[b]))  # [n_a, n_b]; only the unaligned
     full[np.ix_(rows_a, rows_b)] = cost  # rows' block is read (the anchors are no candidates)
     return ba.metrics.foscttm(full, problem, views=(a, b))
+
+
+def _fit_or_skip(member, problem):
+    """The fitted member, or None for a member fitted from one start that cannot be computed on this problem (left
+    out of the pool, as ``MADEnsemble.fit`` leaves it out)."""
+    try:
+        return member.fit(problem)
+    except ba.gp.StartError as error:
+        if member.starts is None:
+            raise
+        print(f"(left out of the pool: {error})", flush=True)
+        return None
 
 
 def main(argv=None):
@@ -165,10 +182,13 @@ def main(argv=None):
                 reused = fitted.get(REUSED.get(label))
                 if args.latent_dim is not None or args.ensemble_jobs is not None:
                     reused = None  # the members are fitted from scratch: the seconds are the wall time
-                if reused is not None:  # the single fit above is the member of its latent_dim
-                    model = ba.MADEnsemble.from_fitted(
-                        [reused[0] if member.latent_dim == reused[0].latent_dim else member.fit(problem)
-                         for member in make(seed).estimators])
+                if reused is not None:  # the single fit above is the (racing) member of its latent_dim
+                    members = make(seed)._members()
+                    same = next((k for k, m in enumerate(members)
+                                 if m.starts is None and m.latent_dim == reused[0].latent_dim), None)
+                    model = ba.MADEnsemble.from_fitted([m for m in (reused[0] if k == same else _fit_or_skip(member,
+                                                                                                          problem)
+                                                                    for k, member in enumerate(members)) if m])
                 else:
                     model = make(seed).fit(problem)
                 alignment = model.align(a, b, matcher="hungarian")

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
+from sklearn.exceptions import ConvergenceWarning
 
 import bayesalign as ba
 from bayesalign.matching import sinkhorn_marginals
@@ -111,6 +112,28 @@ def test_start_members_fit_pool_and_load_as_the_members_they_are(pooled, tmp_pat
     # the file describes the members it holds: a refit of the loaded ensemble fits these two again, no more
     assert loaded.get_params()["start_members"] == [] and loaded.get_params()["latent_dims"] == [2, 10]
     assert [m.starts if m.starts is None else list(m.starts) for m in loaded._members()] == [None, ["pca"]]
+
+def test_a_start_member_whose_start_cannot_be_computed_is_left_out_with_a_warning(pooled, tmp_path):
+    """With 4 columns per view, MRD's "pca" start of MAD's default 10 latent dimensions cannot be computed: that
+    member is warned and left out (and said so in members_left_out_, also after saving); a racing member never
+    is, and a single MAD given that start alone raises StartError, a ValueError."""
+    problem, _ = pooled
+    narrow = problem.replace(views=ba.Views({v: np.asarray(problem.views[v])[:, :4] for v in problem.views.names}))
+    options = {"num_inducing": 8, "correspondence_rounds": 0, "max_iter": 60}
+    with pytest.warns(RuntimeWarning, match=r"member 1 \(latent_dim 10, start pca\) is left out of the pool: "
+                                             r"MRD: start 'pca' cannot be computed"):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=ConvergenceWarning)
+            ensemble = ba.MADEnsemble(latent_dims=(2,), start_members=("pca", "joint_laplacian"),
+                                      member_options=options, seed=0).fit(narrow)
+    assert [m.starts for m in ensemble.estimators_] == [None, ("joint_laplacian",)]
+    assert [(r["member"], r["description"]) for r in ensemble.members_left_out_] == [(1, "latent_dim 10, start pca")]
+    assert len(ensemble.timings_["member_seconds"]) == 2
+    ensemble.align()
+    ensemble.save(tmp_path / "pool.npz")
+    assert ba.MADEnsemble.load(tmp_path / "pool.npz").members_left_out_ == ensemble.members_left_out_
+    with pytest.raises(ba.gp.StartError, match="start 'pca' cannot be computed"):
+        ba.MAD(starts=("pca",), num_inducing=8, correspondence_rounds=0).fit(narrow)
 
 def test_a_member_sharing_no_dimension_is_left_out_with_a_warning(pooled, tmp_path):
     problem, ensemble = pooled

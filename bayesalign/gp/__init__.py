@@ -27,6 +27,7 @@ with warnings.catch_warnings():
 from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM
+from .initialisation import StartError
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .model_file import load_model
 from .mrd import MRD
@@ -34,5 +35,5 @@ from .priors import GraphLaplacianPrior, StandardNormalPrior
 from .svi import StochasticMRD
 
 __all__ = ["BayesianGPLVM", "GraphLaplacianPrior", "MRD", "NonFiniteBoundError", "StandardNormalPrior",
-           "StochasticMRD", "ard_relevance", "cca_latent", "load_model", "make_kernel",
+           "StartError", "StochasticMRD", "ard_relevance", "cca_latent", "load_model", "make_kernel",
            "relevant_dimensions", "shared_dimensions"]

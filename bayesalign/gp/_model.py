@@ -22,6 +22,7 @@ from ..data import LatentEmbedding, check_view
 from . import _optim
 from .inference import infer_latent
 from .initialisation import (
+    StartError,
     anchored_latent,
     as_paired_views,
     as_views,
@@ -148,8 +149,11 @@ class LatentGPBase(BaseEstimator):
             try:
                 X0 = self._initial_means(init, names, centred, observed, N, partial)
             except ValueError as error:  # e.g. "cca" with fewer shared axes than latent_dim
-                if len(inits) == 1 or not isinstance(init, str):  # a given embedding or array that does not fit
+                if not isinstance(init, str):  # a given embedding or array that does not fit
                     raise
+                if len(inits) == 1:
+                    raise StartError(f"{self._method}: start {_init_label(init)!r} cannot be computed: {error}") \
+                        from error
                 warnings.warn(f"{self._method}: start {_init_label(init)!r} was skipped: {error}", RuntimeWarning,
                               stacklevel=3)
                 continue

@@ -18,11 +18,16 @@ import torch
 from .._utils import as_rng
 from ..data import AlignmentProblem, LatentEmbedding, Views, check_view
 
-__all__ = ["anchored_latent", "as_paired_views", "as_views", "cca_latent", "centre_view", "check_observed",
-           "check_paired", "complete_views", "entity_means_from_embedding", "init_latent", "pad_latent",
-           "partial_latent"]
+__all__ = ["StartError", "anchored_latent", "as_paired_views", "as_views", "cca_latent", "centre_view",
+           "check_observed", "check_paired", "complete_views", "entity_means_from_embedding", "init_latent",
+           "pad_latent", "partial_latent"]
 
 _INITS = ("pca", "pca_split", "cca", "random")
+
+
+class StartError(ValueError):
+    """A named start of q(X) ("pca", "cca", ...) that cannot be computed on these data (e.g. more latent dimensions
+    than the views' columns allow): raised by a fit given that start alone; with several, it is skipped (warned)."""
 
 
 def as_paired_views(data) -> tuple[list[str], list[np.ndarray]]:
