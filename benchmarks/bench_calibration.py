@@ -22,8 +22,11 @@ before the tenth session used 25 on the toys and 30 on the pairs):
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --pairs "mfeat zer-kar" mocap --seeds 0 1 2
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20
+    OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 5 10 20 \
+        --start-members joint_laplacian pca cca
 
-``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD.
+``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD;
+``--start-members`` adds one member per start named, fitted from it alone (``start_members``).
 """
 
 from __future__ import annotations
@@ -53,12 +56,12 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
     return float(np.mean([ba.metrics.expected_calibration_error(p, rng.random(p.size) < p) for _ in range(draws)]))
 
 
-def run(name, problem, seed, num_inducing, ensemble=None):
+def run(name, problem, seed, num_inducing, ensemble=None, start_members=()):
     a, b = problem.views.names[:2]
     options = {} if num_inducing is None else {"num_inducing": num_inducing}
     if ensemble:  # the pool of one MAD per latent_dim (MADEnsemble), its own temperature fitted on the anchors
-        model = ba.MADEnsemble(estimators=[ba.MAD(latent_dim=q, seed=seed, progress=False, **options)
-                                           for q in ensemble]).fit(problem)
+        model = ba.MADEnsemble(latent_dims=ensemble, start_members=start_members, seed=seed,
+                               member_options=options or None).fit(problem)
     else:
         model = ba.MAD(seed=seed, progress=False, **options).fit(problem)
     posterior_al = model.align(a, b, temperature="posterior")
@@ -88,6 +91,9 @@ def main(argv=None):
     parser.add_argument("--ensemble", nargs="*", type=int, default=None, metavar="LATENT_DIM",
                         help="calibrate MADEnsemble of one MAD per latent_dim given (e.g. --ensemble 10 20) instead "
                         "of one MAD")
+    parser.add_argument("--start-members", nargs="*", default=(), choices=ba.mad.STARTS, metavar="START",
+                        help="with --ensemble: one more member per start named, fitted from it alone "
+                        "(MADEnsemble's start_members)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -97,7 +103,7 @@ def main(argv=None):
     for name in args.toys and TOYS or []:
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
-            values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble)
+            values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble, args.start_members)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     pairs = real_pairs() if args.pairs else {}
@@ -105,7 +111,7 @@ def main(argv=None):
         base = pairs[name]()
         for seed in args.seeds:
             values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing,
-                                 args.ensemble)
+                                 args.ensemble, args.start_members)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     print("\nmean ECE: posterior T -> fitted T (an exactly calibrated p on as many pairs)")
