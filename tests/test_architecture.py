@@ -29,7 +29,7 @@ ALLOWED = {
     # graph and spectral: the all-rows model's graph prior over the views' neighbourhoods and its start
     "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data", "mad_io", "mad_matching"},
     "mad_matching": {"matching", "metrics", "data"},  # the matching half of MAD and MADEnsemble (a mixin)
-    "ensemble": {"mad", "mad_matching", "mad_io", "matching", "data"},  # pools of MAD fits
+    "ensemble": {"mad", "mad_matching", "mad_io", "matching", "data", "gp"},  # pools of MAD fits (gp: StartError)
     "mad_io": {"mad", "ensemble", "gp", "data"},  # MAD's and MADEnsemble's own files (no pickle)
     "pipelines": {"gp", "spectral", "data"},
 }
