@@ -68,9 +68,15 @@ def _check_start_members(start_members) -> tuple:
     return names
 
 
+def _starts_of(member) -> list | None:
+    """The starts a member was given (MAD's ``starts``: None, one name or a sequence) as a list, or None."""
+    starts = member.starts
+    return None if starts is None else [starts] if isinstance(starts, str) else list(starts)
+
+
 def _describe(member) -> str:
     """A member as its warnings name it: its latent_dim, and its start when it was fitted from one alone."""
-    starts = member.starts
+    starts = _starts_of(member)
     alone = f", start {starts[0]}" if starts is not None and len(starts) == 1 else ""
     return f"latent_dim {member.latent_dim}{alone}"
 
@@ -431,7 +437,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         active = self._active(a, b)
         return {"members": len(active), "members_left_out": len(self.estimators_) - len(active),
                 "member_latent_dims": [int(m.latent_dim) for m in active],
-                "member_starts": [None if m.starts is None else list(m.starts) for m in active],
+                "member_starts": [_starts_of(m) for m in active],
                 "member_shared_dims": [len(m.shared_dims(a, b)) for m in active],
                 "member_temperatures": self.member_temperatures(a, b, cost),
                 "member_misfit": [m._misfit_for(a, b, cost) is not None for m in active]}

@@ -273,3 +273,5 @@ def test_start_members_are_fitted_from_one_start_each_at_the_race_size():
             ba.MADEnsemble(start_members=bad)._check_params()
     with pytest.raises(ValueError, match="start_members set the default members"):
         ba.MADEnsemble(estimators=[ba.MAD()], start_members=("pca",))._members()
+    # a member given one start as a string (MAD takes either) is named by it, not by its first letter
+    assert ba.ensemble._describe(ba.MAD(latent_dim=4, starts="cca")) == "latent_dim 4, start cca"
