@@ -68,6 +68,21 @@ def _check_start_members(start_members) -> tuple:
     return names
 
 
+#: How the default members see the views (``scalings``): centred (MAD's ``standardize=False``) or standardised.
+SCALINGS = ("centred", "standardised")
+
+
+def _check_scalings(scalings) -> tuple:
+    """``scalings`` as a non-empty tuple of names of ``SCALINGS`` (a string may list them with commas), or a
+    ValueError."""
+    if isinstance(scalings, str):
+        scalings = [name.strip() for name in scalings.split(",") if name.strip()]
+    names = tuple(scalings) if scalings is not None else ()
+    if not names or any(name not in SCALINGS for name in names) or len(set(names)) < len(names):
+        raise ValueError(f"scalings must name one or both of {SCALINGS}, each once, got {scalings!r}")
+    return names
+
+
 def _starts_of(member) -> list | None:
     """The starts a member was given (MAD's ``starts``: None, one name or a sequence) as a list, or None."""
     starts = member.starts
@@ -78,7 +93,7 @@ def _describe(member) -> str:
     """A member as its warnings name it: its latent_dim, and its start when it was fitted from one alone."""
     starts = _starts_of(member)
     alone = f", start {starts[0]}" if starts is not None and len(starts) == 1 else ""
-    return f"latent_dim {member.latent_dim}{alone}"
+    return f"latent_dim {member.latent_dim}{alone}{', standardised' if member.standardize else ''}"
 
 
 def _fit_member(member, problem: AlignmentProblem, record: bool, optional: bool = False):
@@ -156,6 +171,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         coordinates) or a number.
     seed : int, optional
         Seed of the default members and of perturb-and-MAP.
+    scalings : sequence of {"centred", "standardised"}
+        With ``estimators=None``: the views each default member sees, centred (MAD's ``standardize=False``, the
+        default) or with every column standardised; with both, every member above is made once for each, so the
+        pool does not rest on one choice of units (benchmarks/RESULTS.md, "Pooling across scalings").
     member_options : dict, optional
         With ``estimators=None``: further keywords of every default member. Those :class:`bayesalign.MAD` does not
         take go to its ``mrd_options`` (e.g. ``{"num_inducing": 50, "max_iter": 500}``).
@@ -194,12 +213,13 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     >>> alignment = pool.align()  # doctest: +SKIP
     """
 
-    def __init__(self, estimators=None, latent_dims=(10, 20), start_members=(), cost: str = "likelihood",
-                 temperature: float | str | None = "anchors", seed=None, progress: bool = False,
-                 member_options: dict | None = None, device=None, n_jobs=None):
+    def __init__(self, estimators=None, latent_dims=(10, 20), start_members=(), scalings=("centred",),
+                 cost: str = "likelihood", temperature: float | str | None = "anchors", seed=None,
+                 progress: bool = False, member_options: dict | None = None, device=None, n_jobs=None):
         self.estimators = estimators
         self.latent_dims = latent_dims
         self.start_members = start_members
+        self.scalings = scalings
         self.cost = cost
         self.temperature = temperature
         self.seed = seed
@@ -218,6 +238,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                                for q in dims):
                 raise ValueError(f"latent_dims must be positive integers, got {self.latent_dims!r}")
             _check_start_members(self.start_members)
+            _check_scalings(self.scalings)
         elif not self.estimators:
             raise ValueError("estimators is empty: an ensemble needs at least one MAD")
         if self.n_jobs is not None and (isinstance(self.n_jobs, (bool, np.bool_)) or not isinstance(
@@ -226,34 +247,42 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
 
     def _members(self) -> list:
         """Unfitted clones of the members."""
+        return self._members_and_roles()[0]
+
+    def _members_and_roles(self) -> tuple[list, list]:
+        """(unfitted clones of the members, whether each is one of ``start_members``: left out of the pool, not
+        fatal, when its start cannot be computed)."""
         from .mad import MAD
 
         device = {} if self.device is None else {"device": self.device}
         if self.estimators is None:
             options = dict(self.member_options or {})
-            fixed = {"latent_dim", "seed", "progress", "device"} & set(options)
+            fixed = {"latent_dim", "seed", "progress", "device", "standardize"} & set(options)
             if fixed:
                 raise ValueError(f"member_options cannot set {sorted(fixed)}: the ensemble's latent_dims, seed, "
-                                 "progress and device do")
+                                 "progress, device and scalings do")
             mrd = {k: options.pop(k) for k in list(options) if k not in MAD._get_param_names()}
             if mrd:
                 options["mrd_options"] = {**(options.get("mrd_options") or {}), **mrd}
             common = {"seed": self.seed, "progress": self.progress, **device}
-            members = [MAD(latent_dim=int(q), **common, **options) for q in np.atleast_1d(self.latent_dims)]
             starts = _check_start_members(self.start_members)
-            if starts:  # each start alone, fitted at the size MAD's starts race at
-                size = MAD(**options).get_params()
-                size = min(int(size["num_inducing"]), int(size["start_inducing"] or size["num_inducing"]))
-                options = {**options, "num_inducing": int(size), "start_inducing": None}
-                members += [MAD(**common, **{**options, "starts": (start,)}) for start in starts]
-            return members
-        if self.member_options or _check_start_members(self.start_members):
-            raise ValueError("member_options and start_members set the default members; with estimators given, "
-                             "set them there")
+            size = MAD(**options).get_params()  # the start members' size: the one MAD's starts race at
+            size = min(int(size["num_inducing"]), int(size["start_inducing"] or size["num_inducing"]))
+            members, optional = [], []
+            for scaling in _check_scalings(self.scalings):
+                scaled = {**common, **options, "standardize": scaling == "standardised"}
+                members += [MAD(latent_dim=int(q), **scaled) for q in np.atleast_1d(self.latent_dims)]
+                members += [MAD(**{**scaled, "num_inducing": size, "start_inducing": None, "starts": (start,)})
+                            for start in starts]
+                optional += [False] * len(np.atleast_1d(self.latent_dims)) + [True] * len(starts)
+            return members, optional
+        if self.member_options or _check_start_members(self.start_members) or tuple(self.scalings) != ("centred",):
+            raise ValueError("member_options, start_members and scalings set the default members; with estimators "
+                             "given, set them there")
         for k, member in enumerate(self.estimators):
             if not isinstance(member, MAD):
                 raise TypeError(f"estimators[{k}] is a {type(member).__name__}, not a MAD")
-        return [clone(member).set_params(**device) for member in self.estimators]
+        return [clone(member).set_params(**device) for member in self.estimators], [False] * len(self.estimators)
 
     def fit(self, problem: AlignmentProblem) -> MADEnsemble:
         """Fit every member on ``problem`` (which needs anchors; not modified), then pool them (lazily: the
@@ -264,9 +293,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         if not sum(len(corr) for corr in problem.anchors.values()):
             raise ValueError("MADEnsemble pools fits of a problem with anchors; this one has none (MAD bootstraps "
                              "anchors without supervision: fit a single MAD)")
-        members, start = self._members(), time.perf_counter()
-        n_racing = len(np.atleast_1d(self.latent_dims)) if self.estimators is None else len(members)
-        optional = [k >= n_racing for k in range(len(members))]  # start_members: left out if their start fails
+        (members, optional), start = self._members_and_roles(), time.perf_counter()
         jobs = 1 if self.n_jobs is None else int(self.n_jobs)
         if jobs == 1 or len(members) == 1:
             fitted = [_fit_member(member, problem, False, opt) for member, opt in zip(members, optional)]

@@ -225,7 +225,7 @@ def save_ensemble(ensemble, path) -> None:
     # described as from_fitted describes its members: they are loaded whole (each with its own settings, starts
     # and options), so the options that make the default members would only contradict them
     params["latent_dims"] = [int(member.latent_dim) for member in ensemble.estimators_]
-    params["start_members"], params["member_options"] = [], None
+    params["start_members"], params["member_options"], params["scalings"] = [], None, ["centred"]
     arrays = {}
     with tempfile.TemporaryDirectory() as folder:
         for k, member in enumerate(ensemble.estimators_):

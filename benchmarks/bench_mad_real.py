@@ -103,7 +103,8 @@ def mads(args):
 def ensemble(common, seed, dims, standardize, args, start_members=()):
     options = {k: v for k, v in common.items() if k not in ("progress", "device", "latent_dim")}
     return ba.MADEnsemble(latent_dims=dims, start_members=start_members, seed=seed, device=common.get("device"),
-                          member_options={**options, "standardize": standardize}, n_jobs=args.ensemble_jobs)
+                          scalings=("standardised",) if standardize else ("centred",), member_options=options,
+                          n_jobs=args.ensemble_jobs)
 
 
 #: the single fit an ensemble variant reuses as its member of MAD's default latent_dim (same scaling, MAD's
@@ -185,7 +186,8 @@ def main(argv=None):
                 if reused is not None:  # the single fit above is the (racing) member of its latent_dim
                     members = make(seed)._members()
                     same = next((k for k, m in enumerate(members)
-                                 if m.starts is None and m.latent_dim == reused[0].latent_dim), None)
+                                 if m.starts is None and m.latent_dim == reused[0].latent_dim
+                                 and m.standardize == reused[0].standardize), None)
                     model = ba.MADEnsemble.from_fitted([m for m in (reused[0] if k == same else _fit_or_skip(member,
                                                                                                           problem)
                                                                     for k, member in enumerate(members)) if m])

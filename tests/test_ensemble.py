@@ -247,7 +247,7 @@ def test_device_and_member_options_reach_every_member():
     assert [(m.latent_dim, m.device, m.num_inducing) for m in members] == [(2, "cpu", 7), (3, "cpu", 7)]
     assert members[0].mrd_options == {"tol": 1e-3, "max_iter": 5}  # what MAD does not take goes to its MRD
     assert ba.MADEnsemble(estimators=[ba.MAD(latent_dim=2)], device="cpu")._members()[0].device == "cpu"
-    with pytest.raises(ValueError, match="member_options and start_members set the default members"):
+    with pytest.raises(ValueError, match="member_options, start_members and scalings set the default members"):
         ba.MADEnsemble(estimators=[ba.MAD()], member_options={"num_inducing": 5})._members()
 
 
@@ -271,7 +271,21 @@ def test_start_members_are_fitted_from_one_start_each_at_the_race_size():
     for bad, message in ((("pca", "spectral"), "got 'spectral'"), (("pca", "pca"), "names a start twice")):
         with pytest.raises(ValueError, match=message):
             ba.MADEnsemble(start_members=bad)._check_params()
-    with pytest.raises(ValueError, match="start_members set the default members"):
+    with pytest.raises(ValueError, match="start_members and scalings set the default members"):
         ba.MADEnsemble(estimators=[ba.MAD()], start_members=("pca",))._members()
+    # both scalings: every member once on the centred views and once on the standardised ones, in that order
+    both = ba.MADEnsemble(latent_dims=(2, 3), start_members=("cca",), scalings="centred, standardised")
+    assert [(m.latent_dim, m.starts, m.standardize) for m in both._members()] == [
+        (2, None, False), (3, None, False), (default.latent_dim, ("cca",), False),
+        (2, None, True), (3, None, True), (default.latent_dim, ("cca",), True)]
+    assert both._members_and_roles()[1] == [False, False, True] * 2  # only start members may be left out
+    assert ba.ensemble._describe(both._members()[4]) == "latent_dim 3, standardised"
+    for bad in ((), ("centred", "centred"), ("scaled",)):
+        with pytest.raises(ValueError, match="scalings must name one or both"):
+            ba.MADEnsemble(scalings=bad)._check_params()
+    with pytest.raises(ValueError, match=r"member_options cannot set \['standardize'\]"):
+        ba.MADEnsemble(member_options={"standardize": True})._members()
+    with pytest.raises(ValueError, match="scalings set the default members"):
+        ba.MADEnsemble(estimators=[ba.MAD()], scalings=("standardised",))._members()
     # a member given one start as a string (MAD takes either) is named by it, not by its first letter
     assert ba.ensemble._describe(ba.MAD(latent_dim=4, starts="cca")) == "latent_dim 4, start cca"
