@@ -117,7 +117,7 @@ _ENTRIES += [MethodSpec(f"mad-{m}-{c}", "bayesalign.mad:MAD", "mad", f"MAD, {m} 
              for m in MAD_MATCHERS for c in MAD_COSTS]
 _ENTRIES += [MethodSpec("mad-ensemble", "bayesalign.ensemble:MADEnsemble", "mad",
                         "MAD fits of 10 and 20 latent dimensions, their tempered match likelihoods pooled "
-                        "(--set latent_dims=..., --set start_members=..., --set member_options=...)",
+                        "(--set latent_dims=..., start_members=..., scalings=..., member_options=...)",
                         "Damianou, Lawrence & Ek 2016; Hinton 2002 (product of experts)", probabilistic=True,
                         bayesian=True)]
 
