@@ -24,9 +24,12 @@ before the tenth session used 25 on the toys and 30 on the pairs):
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 5 10 20 \
         --start-members joint_laplacian pca cca
+    OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20 \
+        --scalings centred standardised
 
 ``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD;
-``--start-members`` adds one member per start named, fitted from it alone (``start_members``).
+``--start-members`` adds one member per start named, fitted from it alone (``start_members``); ``--scalings``
+makes every member once per scaling of the views named (``scalings``).
 """
 
 from __future__ import annotations
@@ -56,11 +59,11 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
     return float(np.mean([ba.metrics.expected_calibration_error(p, rng.random(p.size) < p) for _ in range(draws)]))
 
 
-def run(name, problem, seed, num_inducing, ensemble=None, start_members=()):
+def run(name, problem, seed, num_inducing, ensemble=None, start_members=(), scalings=("centred",)):
     a, b = problem.views.names[:2]
     options = {} if num_inducing is None else {"num_inducing": num_inducing}
     if ensemble:  # the pool of one MAD per latent_dim (MADEnsemble), its own temperature fitted on the anchors
-        model = ba.MADEnsemble(latent_dims=ensemble, start_members=start_members, seed=seed,
+        model = ba.MADEnsemble(latent_dims=ensemble, start_members=start_members, scalings=scalings, seed=seed,
                                member_options=options or None).fit(problem)
     else:
         model = ba.MAD(seed=seed, progress=False, **options).fit(problem)
@@ -94,6 +97,9 @@ def main(argv=None):
     parser.add_argument("--start-members", nargs="*", default=(), choices=ba.mad.STARTS, metavar="START",
                         help="with --ensemble: one more member per start named, fitted from it alone "
                         "(MADEnsemble's start_members)")
+    parser.add_argument("--scalings", nargs="*", default=("centred",), choices=("centred", "standardised"),
+                        metavar="SCALING", help="with --ensemble: every member once per scaling of the views named "
+                        "(MADEnsemble's scalings)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -103,7 +109,8 @@ def main(argv=None):
     for name in args.toys and TOYS or []:
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
-            values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble, args.start_members)
+            values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble, args.start_members,
+                                 args.scalings)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     pairs = real_pairs() if args.pairs else {}
@@ -111,7 +118,8 @@ def main(argv=None):
         base = pairs[name]()
         for seed in args.seeds:
             values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing,
-                                 args.ensemble, args.start_members)
+                                 args.ensemble, args.start_members,
+                                 args.scalings)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     print("\nmean ECE: posterior T -> fitted T (an exactly calibrated p on as many pairs)")

@@ -11,7 +11,8 @@ accuracy of the unaligned rows, then the mean accuracy and mean Kendall-tau dist
 - the pool of MAD fits with 10 and 20 latent dimensions, and with 5, 10 and 20 (``MADEnsemble``; each fit with
   MAD's defaults is made once per seed and shared by the variants; their seconds count every member's fit), and
   the latter with one more member per start of MAD fitted from it alone (``start_members``, at 30 inducing inputs,
-  or ``--num-inducing`` if fewer).
+  or ``--num-inducing`` if fewer), and the pool of 10 and 20 latent dimensions on the centred and on the
+  standardised views (``scalings=("centred", "standardised")``: four members).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_nonlinear_toy.py [--seeds 0 1 2 3 4] [--variants TEXT ...]
         [--num-inducing 25]
@@ -36,6 +37,8 @@ VARIANTS = {
     "ensemble of 5, 10 and 20 latent dimensions (MADEnsemble)": {"ensemble": (5, 10, 20)},
     "ensemble of 5, 10 and 20 latent dimensions and each start alone (MADEnsemble)": {
         "ensemble": (5, 10, 20), "start_members": ba.mad.STARTS},
+    "ensemble of 10 and 20 latent dimensions on centred and standardised views (MADEnsemble)": {
+        "ensemble": (10, 20), "scalings": (False, True)},
 }
 
 
@@ -50,14 +53,14 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     print("| MAD | accuracy per seed | mean accuracy | mean Kendall-tau | seconds per fit |")
     print("|---|---|---|---|---|")
-    fits = {}  # (seed, latent_dim) -> (MAD with its defaults otherwise, seconds): shared by the variants
+    fits = {}  # (seed, latent_dim, standardize) -> (MAD with its defaults otherwise, seconds): shared by the variants
 
-    def default_fit(problem, seed, q):
-        if (seed, q) not in fits:
+    def default_fit(problem, seed, q, standardize=False):
+        if (seed, q, standardize) not in fits:
             start = time.perf_counter()
-            fits[seed, q] = (ba.MAD(num_inducing=args.num_inducing, seed=seed, latent_dim=q).fit(problem),
-                             time.perf_counter() - start)
-        return fits[seed, q]
+            fits[seed, q, standardize] = (ba.MAD(num_inducing=args.num_inducing, seed=seed, latent_dim=q,
+                                                 standardize=standardize).fit(problem), time.perf_counter() - start)
+        return fits[seed, q, standardize]
 
     for label, options in VARIANTS.items():
         if args.variants and not any(text in label for text in args.variants):
@@ -68,7 +71,8 @@ def main(argv=None):
             problem = problem.shuffle_unaligned(seed=seed)
             start, fitted = time.perf_counter(), 0.0
             if "ensemble" in options:  # one MAD per latent_dim (each fitted once for every variant), pooled
-                members = [default_fit(problem, seed, q) for q in options["ensemble"]]
+                members = [default_fit(problem, seed, q, standardize)
+                           for standardize in options.get("scalings", (False,)) for q in options["ensemble"]]
                 for name in options.get("start_members", ()):  # MADEnsemble's start members, fitted here
                     begin = time.perf_counter()
                     member = ba.MAD(num_inducing=min(30, args.num_inducing), start_inducing=None, seed=seed,
