@@ -146,8 +146,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     (:meth:`calibrate_temperature`, each anchor inferred again from each view alone in every member).
 
     Pooling helps where the members err differently: on the shipped real pairs a fit with 10 latent dimensions
-    and one with 20 (the default members) align better pooled than either does alone on most pairs
-    (benchmarks/RESULTS.md, "Pooled fits"), at the cost of both fits.
+    and one with 20 align better pooled than either does alone on most pairs (benchmarks/RESULTS.md, "Pooled
+    fits"), and so do fits of the centred and of the standardised views, whose errors differ most. The default
+    members are all four: 10 and 20 latent dimensions, each on both scalings (benchmarks/RESULTS.md, "Pooling
+    across scalings"), at the cost of four fits.
 
     Parameters
     ----------
@@ -155,8 +157,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         The members, fitted by :meth:`fit` (each a clone; given with anchors, no self-training). Default: one
         :class:`bayesalign.MAD` per entry of ``latent_dims``, with this ensemble's ``seed`` and ``progress``.
     latent_dims : sequence of int
-        With ``estimators=None``: one member per entry, a :class:`bayesalign.MAD` with that ``latent_dim``
-        (default 10 and 20).
+        With ``estimators=None``: one member per entry (and per scaling of ``scalings``), a
+        :class:`bayesalign.MAD` with that ``latent_dim`` (default 10 and 20).
     start_members : sequence of {"joint_laplacian", "pca", "cca"}
         With ``estimators=None``: one more member per start named, a MAD with its default ``latent_dim`` fitted
         from that start alone (``starts=(name,)``) with as many inducing inputs as MAD's starts race with
@@ -172,9 +174,11 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     seed : int, optional
         Seed of the default members and of perturb-and-MAP.
     scalings : sequence of {"centred", "standardised"}
-        With ``estimators=None``: the views each default member sees, centred (MAD's ``standardize=False``, the
-        default) or with every column standardised; with both, every member above is made once for each, so the
-        pool does not rest on one choice of units (benchmarks/RESULTS.md, "Pooling across scalings").
+        With ``estimators=None``: the views the default members see, centred (MAD's ``standardize=False``) or
+        with every column standardised (``standardize=True``). Default both: every member above is made once for
+        each, so the pool does not rest on one choice of units; whether a pair is better aligned on centred or
+        on standardised views differs from pair to pair, and no one can tell from the anchors which (a string
+        may list them with commas; benchmarks/RESULTS.md, "Pooling across scalings").
     member_options : dict, optional
         With ``estimators=None``: further keywords of every default member. Those :class:`bayesalign.MAD` does not
         take go to its ``mrd_options`` (e.g. ``{"num_inducing": 50, "max_iter": 500}``).
@@ -213,7 +217,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     >>> alignment = pool.align()  # doctest: +SKIP
     """
 
-    def __init__(self, estimators=None, latent_dims=(10, 20), start_members=(), scalings=("centred",),
+    def __init__(self, estimators=None, latent_dims=(10, 20), start_members=(), scalings=SCALINGS,
                  cost: str = "likelihood", temperature: float | str | None = "anchors", seed=None,
                  progress: bool = False, member_options: dict | None = None, device=None, n_jobs=None):
         self.estimators = estimators
@@ -276,7 +280,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                             for start in starts]
                 optional += [False] * len(np.atleast_1d(self.latent_dims)) + [True] * len(starts)
             return members, optional
-        if self.member_options or _check_start_members(self.start_members) or tuple(self.scalings) != ("centred",):
+        if (self.member_options or _check_start_members(self.start_members)
+                or set(_check_scalings(self.scalings)) != set(SCALINGS)):
             raise ValueError("member_options, start_members and scalings set the default members; with estimators "
                              "given, set them there")
         for k, member in enumerate(self.estimators):

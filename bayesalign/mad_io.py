@@ -219,13 +219,15 @@ def _read(path, device):
 def save_ensemble(ensemble, path) -> None:
     """Write a fitted :class:`~bayesalign.MADEnsemble` to ``path`` (an ``.npz`` file, written atomically): its
     parameters and each member's own MAD file (:func:`save_mad`), kept whole inside it."""
+    from .ensemble import SCALINGS
+
     ensemble._check_fitted()
     params = ensemble.get_params(deep=False)
     params["estimators"] = None  # the members are stored whole, below
     # described as from_fitted describes its members: they are loaded whole (each with its own settings, starts
     # and options), so the options that make the default members would only contradict them
     params["latent_dims"] = [int(member.latent_dim) for member in ensemble.estimators_]
-    params["start_members"], params["member_options"], params["scalings"] = [], None, ["centred"]
+    params["start_members"], params["member_options"], params["scalings"] = [], None, list(SCALINGS)
     arrays = {}
     with tempfile.TemporaryDirectory() as folder:
         for k, member in enumerate(ensemble.estimators_):
@@ -249,7 +251,7 @@ def load_ensemble(path, device=None):
 def _read_ensemble(path, device):
     from sklearn.base import clone
 
-    from .ensemble import MADEnsemble
+    from .ensemble import SCALINGS, MADEnsemble
 
     arrays, meta = _arrays_and_meta(path, ENSEMBLE_FORMAT, "MADEnsemble")
     members = []
@@ -259,7 +261,9 @@ def _read_ensemble(path, device):
             inner.write_bytes(arrays[f"members/{k}"].tobytes())
             members.append(_read(inner, device))
     # estimators: unfitted copies of the members' settings (the file stores the members whole, not the list)
-    ensemble = MADEnsemble(**{**meta["params"], "estimators": [clone(member) for member in members]})
+    # (files of the twenty-second session say scalings ["centred"], the default then: the members hold theirs)
+    params = {**meta["params"], "scalings": SCALINGS, "estimators": [clone(member) for member in members]}
+    ensemble = MADEnsemble(**params)
     ensemble._pool(members, members[0].problem_)
     ensemble.timings_ = meta["timings"]
     ensemble.members_left_out_ = meta.get("members_left_out", [])  # files of the twenty-first session have none

@@ -116,7 +116,8 @@ _ENTRIES += [MethodSpec(f"mad-{m}-{c}", "bayesalign.mad:MAD", "mad", f"MAD, {m} 
                         "Damianou, Lawrence & Ek 2016", {"matcher": m, "cost": c}, True, True)
              for m in MAD_MATCHERS for c in MAD_COSTS]
 _ENTRIES += [MethodSpec("mad-ensemble", "bayesalign.ensemble:MADEnsemble", "mad",
-                        "MAD fits of 10 and 20 latent dimensions, their tempered match likelihoods pooled "
+                        "MAD fits of 10 and 20 latent dimensions on centred and standardised views, their tempered "
+                        "match likelihoods pooled "
                         "(--set latent_dims=..., start_members=..., scalings=..., member_options=...)",
                         "Damianou, Lawrence & Ek 2016; Hinton 2002 (product of experts)", probabilistic=True,
                         bayesian=True)]
@@ -125,7 +126,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in _ENTRIES}
 """Every method by name (see the module docstring)."""
 
 #: The methods ``bayesalign compare`` runs by default: every spectral class, MRD+Procrustes and MAD
-#: with each matcher and cost (the bare ``mad`` entry is the CLI's configurable one; ``mad-ensemble``, two MAD
+#: with each matcher and cost (the bare ``mad`` entry is the CLI's configurable one; ``mad-ensemble``, four MAD
 #: fits, is asked for by name).
 COMPARE_METHODS = tuple(n for n in METHODS if n not in ("mad", "local-patterns", "mad-ensemble"))
 

@@ -1,6 +1,7 @@
 """MADEnsemble: the pooled cost is the product of the members' tempered match likelihoods, checked against an
 independent Gaussian density; it aligns, calibrates and refuses what it cannot pool."""
 
+import json
 import warnings
 
 import numpy as np
@@ -87,6 +88,15 @@ def test_a_saved_ensemble_loads_and_aligns_as_before(pooled, tmp_path):
     np.testing.assert_allclose(after.probabilities, before.probabilities, atol=1e-6)
     assert loaded.get_params()["latent_dims"] == [2, 4] and len(loaded.estimators_) == 2
     assert [m.get_params()["num_inducing"] for m in loaded.get_params()["estimators"]] == [10, 10]  # as fitted
+    assert len(loaded._members()) == 2  # a refit fits these members again
+    # a file of the twenty-second session names scalings ["centred"] (the default then): it loads the same
+    arrays = dict(np.load(path))
+    meta = json.loads(str(arrays["meta"]))
+    meta["params"]["scalings"] = ["centred"]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / "old.npz", **arrays)
+    old = ba.MADEnsemble.load(tmp_path / "old.npz")
+    assert np.array_equal(old.align().index_b, before.index_b) and len(old._members()) == 2
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ba.mad_io.MADFileError, match="pool.npz"):
         ba.MADEnsemble.load(path)
@@ -97,7 +107,8 @@ def test_start_members_fit_pool_and_load_as_the_members_they_are(pooled, tmp_pat
     options = {"num_inducing": 10, "correspondence_rounds": 0, "max_iter": 120}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the short fits do not converge (warned)
-        ensemble = ba.MADEnsemble(latent_dims=(2,), start_members=("pca",), member_options=options, seed=0).fit(problem)
+        ensemble = ba.MADEnsemble(latent_dims=(2,), start_members=("pca",), scalings="centred", member_options=options,
+                                  seed=0).fit(problem)
         alone = ba.MAD(latent_dim=ba.MAD().latent_dim, starts=("pca",), seed=0, start_inducing=None, num_inducing=10,
                        correspondence_rounds=0, mrd_options={"max_iter": 120}).fit(problem)
     member = ensemble.estimators_[1]
@@ -124,7 +135,7 @@ def test_a_start_member_whose_start_cannot_be_computed_is_left_out_with_a_warnin
                                              r"MRD: start 'pca' cannot be computed"):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=ConvergenceWarning)
-            ensemble = ba.MADEnsemble(latent_dims=(2,), start_members=("pca", "joint_laplacian"),
+            ensemble = ba.MADEnsemble(latent_dims=(2,), start_members=("pca", "joint_laplacian"), scalings="centred",
                                       member_options=options, seed=0).fit(narrow)
     assert [m.starts for m in ensemble.estimators_] == [None, ("joint_laplacian",)]
     assert [(r["member"], r["description"]) for r in ensemble.members_left_out_] == [(1, "latent_dim 10, start pca")]
@@ -209,14 +220,15 @@ def test_the_registry_and_the_command_line_run_the_pool_by_name(pooled, tmp_path
     problem, ensemble = pooled
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the short fits stop at max_iter
-        result = run_method("mad-ensemble", problem, seed=0, options={"latent_dims": (2, 4), "member_options": SMALL})
+        result = run_method("mad-ensemble", problem, seed=0, options={"latent_dims": (2, 4), "scalings": ("centred",),
+                                                                      "member_options": SMALL})
     assert isinstance(result.model, ba.MADEnsemble) and result.embedding is None
     assert [m.mrd_options for m in result.model.estimators_] == [{"max_iter": 120}] * 2
     # the same members as the fixture's (built from MAD keywords there): the same alignment
     np.testing.assert_array_equal(result.alignments[("Y1", "Y2")].pairs, ensemble.align().pairs)
     scores = compare.evaluate_method_result(result, problem)
     assert np.isnan(scores["foscttm"]) and scores["accuracy"] > 0.8 and np.isfinite(scores["ece"])
-    assert "mad-ensemble" not in COMPARE_METHODS  # two fits: asked for by name
+    assert "mad-ensemble" not in COMPARE_METHODS  # four fits: asked for by name
     with pytest.raises(ValueError, match="latent_dims"):
         run_method("mad-ensemble", problem, latent_dim=5)
     with pytest.raises(ValueError, match=r"member_options cannot set \['seed'\]"):
@@ -233,7 +245,8 @@ def test_the_registry_and_the_command_line_run_the_pool_by_name(pooled, tmp_path
                            (["--latent-dim", 3], "--set latent_dims")):
         assert cli.main([str(x) for x in base + extra]) == 2
         assert message in capsys.readouterr().err
-    options = ["--set", "latent_dims=2,4", "--set", f"member_options={SMALL!r}", "--plots", tmp_path / "figures"]
+    options = ["--set", "latent_dims=2,4", "--set", "scalings=centred", "--set", f"member_options={SMALL!r}",
+               "--plots", tmp_path / "figures"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert cli.main([str(x) for x in base + options]) == 0, capsys.readouterr().err
@@ -242,7 +255,7 @@ def test_the_registry_and_the_command_line_run_the_pool_by_name(pooled, tmp_path
 
 
 def test_device_and_member_options_reach_every_member():
-    members = ba.MADEnsemble(latent_dims=(2, 3), device="cpu", member_options={
+    members = ba.MADEnsemble(latent_dims=(2, 3), scalings="centred", device="cpu", member_options={
         "num_inducing": 7, "max_iter": 5, "mrd_options": {"tol": 1e-3}})._members()
     assert [(m.latent_dim, m.device, m.num_inducing) for m in members] == [(2, "cpu", 7), (3, "cpu", 7)]
     assert members[0].mrd_options == {"tol": 1e-3, "max_iter": 5}  # what MAD does not take goes to its MRD
@@ -255,7 +268,7 @@ def test_start_members_are_fitted_from_one_start_each_at_the_race_size():
     """start_members adds one MAD per named start, fitted from it alone (no race) with MAD's default latent_dim and
     as many inducing inputs as MAD's starts race with; the members' options reach them too."""
     default = ba.MAD()
-    members = ba.MADEnsemble(latent_dims=(5,), start_members=("pca", "cca"), seed=3,
+    members = ba.MADEnsemble(latent_dims=(5,), start_members=("pca", "cca"), scalings="centred", seed=3,
                              member_options={"max_iter": 7})._members()
     assert [(m.latent_dim, m.starts, m.num_inducing, m.start_inducing, m.seed) for m in members] == [
         (5, None, default.num_inducing, default.start_inducing, 3),
@@ -263,17 +276,21 @@ def test_start_members_are_fitted_from_one_start_each_at_the_race_size():
         (default.latent_dim, ("cca",), default.start_inducing, None, 3)]
     assert all(m.mrd_options == {"max_iter": 7} for m in members)
     # the race's size from member_options, never above the members' own size; a comma list as the CLI gives it
-    sized = ba.MADEnsemble(latent_dims=(2,), start_members="joint_laplacian, pca",
+    sized = ba.MADEnsemble(latent_dims=(2,), start_members="joint_laplacian, pca", scalings="centred",
                            member_options={"num_inducing": 20, "start_inducing": 12})._members()
     assert [(m.starts, m.num_inducing) for m in sized] == [(None, 20), (("joint_laplacian",), 12), (("pca",), 12)]
-    small = ba.MADEnsemble(latent_dims=(2,), start_members=("cca",), member_options={"num_inducing": 8})._members()
+    small = ba.MADEnsemble(latent_dims=(2,), start_members=("cca",), scalings="centred",
+                           member_options={"num_inducing": 8})._members()
     assert small[1].num_inducing == 8
     for bad, message in ((("pca", "spectral"), "got 'spectral'"), (("pca", "pca"), "names a start twice")):
         with pytest.raises(ValueError, match=message):
             ba.MADEnsemble(start_members=bad)._check_params()
     with pytest.raises(ValueError, match="start_members and scalings set the default members"):
         ba.MADEnsemble(estimators=[ba.MAD()], start_members=("pca",))._members()
-    # both scalings: every member once on the centred views and once on the standardised ones, in that order
+    # both scalings (the default): every member once on the centred views and once on the standardised ones, in
+    # that order
+    assert [(m.latent_dim, m.standardize) for m in ba.MADEnsemble()._members()] == [
+        (10, False), (20, False), (10, True), (20, True)]
     both = ba.MADEnsemble(latent_dims=(2, 3), start_members=("cca",), scalings="centred, standardised")
     assert [(m.latent_dim, m.starts, m.standardize) for m in both._members()] == [
         (2, None, False), (3, None, False), (default.latent_dim, ("cca",), False),
@@ -285,7 +302,9 @@ def test_start_members_are_fitted_from_one_start_each_at_the_race_size():
             ba.MADEnsemble(scalings=bad)._check_params()
     with pytest.raises(ValueError, match=r"member_options cannot set \['standardize'\]"):
         ba.MADEnsemble(member_options={"standardize": True})._members()
-    with pytest.raises(ValueError, match="scalings set the default members"):
-        ba.MADEnsemble(estimators=[ba.MAD()], scalings=("standardised",))._members()
+    for scalings in (("standardised",), "centred"):
+        with pytest.raises(ValueError, match="scalings set the default members"):
+            ba.MADEnsemble(estimators=[ba.MAD()], scalings=scalings)._members()
+    assert len(ba.MADEnsemble(estimators=[ba.MAD()], scalings="standardised, centred")._members()) == 1
     # a member given one start as a string (MAD takes either) is named by it, not by its first letter
     assert ba.ensemble._describe(ba.MAD(latent_dim=4, starts="cca")) == "latent_dim 4, start cca"
