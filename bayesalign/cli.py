@@ -29,6 +29,7 @@ import signal
 import sys
 import tempfile
 import textwrap
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -507,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     previous = _terminate_cleanly()
     previous_sigint = _record_interrupts()
+    shown = warnings.showwarning
+    if not debug:  # a warning is one line naming the command, as an error is (--debug: Python's, with the source)
+        warnings.showwarning = _warning_line(args.command)
     try:
         return args.run(args)
     except KeyboardInterrupt:  # Ctrl-C: stop at once; every output is as it was (written only at the end)
@@ -529,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "(run with --debug for the traceback)")
         return EXIT_INTERNAL
     finally:
+        warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if previous_sigint is not None:
@@ -571,6 +576,15 @@ def _check_not_interrupted() -> None:
     """Raise KeyboardInterrupt if Ctrl-C arrived during the command, whatever became of its exception."""
     if _INTERRUPTS:
         raise KeyboardInterrupt
+
+
+def _warning_line(command: str):
+    """``warnings.showwarning`` for the command line: "bayesalign <command>: warning: <message> (<category>)" on one
+    line of stderr, without the source line of the library that raised it."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        _say(f"bayesalign {command}: warning: {_one_line(message)} ({category.__name__})")
+
+    return show
 
 
 def _one_line(exc: BaseException) -> str:

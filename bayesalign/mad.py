@@ -37,6 +37,7 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 
 from .data import AlignmentProblem, LatentEmbedding, Views
 from .mad_matching import (  # noqa: F401 (the constants stay importable from bayesalign.mad)
@@ -357,7 +358,9 @@ class MAD(PosteriorMatching, BaseEstimator):
     entities_ : (int, dict view -> int array) or None
         With ``training="all_rows"``: the number of entities and the entity of each row of each view.
     converged_ : bool
-        Whether the model's optimiser reached its tolerance (a ConvergenceWarning says when not).
+        Whether the model's optimiser reached its tolerance. When not, one ConvergenceWarning at the end of
+        :meth:`fit` says so for the model kept (the all-rows fit's stages, each a share of the budget, do not
+        warn one by one).
     latent_prior_ : {"graph", "standard_normal"} or StochasticMRD's ``latent_prior``
         The p(X) the fitted model used (see ``latent_prior``; with ``engine="svi"`` and another
         ``latent_prior`` in ``svi_options``, that one).
@@ -652,18 +655,54 @@ class MAD(PosteriorMatching, BaseEstimator):
             raise ValueError(f"self-training is implemented for two views; this problem has {len(names)}")
         if self_training and not 0 < float(confidence_threshold) <= 1:  # checked before the (slow) fit
             raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
-        if len(groups) == 0:
-            self._fit_bootstrapped(problem, n_bootstrap, bootstrap, bootstrap_reflections, confidence_threshold,
-                                   max_rounds)
-            return self
-        self.anchors_ = groups
-        self._fit_model(problem)
-        self.correspondence_rounds_ = self._rounds(problem)
-        if self.correspondence_rounds_:
-            self._refine_correspondences(problem)
-        if self_training:
-            self.self_train(confidence_threshold, max_rounds)
+        self._in_fit = True  # the stages' fits stay quiet about convergence; fit says it once, at its end
+        try:
+            if len(groups) == 0:
+                self._fit_bootstrapped(problem, n_bootstrap, bootstrap, bootstrap_reflections, confidence_threshold,
+                                       max_rounds)
+            else:
+                self.anchors_ = groups
+                self._fit_model(problem)
+                self.correspondence_rounds_ = self._rounds(problem)
+                if self.correspondence_rounds_:
+                    self._refine_correspondences(problem)
+                if self_training:
+                    self.self_train(confidence_threshold, max_rounds)
+        finally:
+            self._in_fit = False
+        self._report_convergence()
         return self
+
+    def _report_convergence(self) -> None:
+        """One ConvergenceWarning when the all-rows model MAD keeps stopped before the optimiser's tolerance.
+
+        The collapsed all-rows fit runs MRD in stages that each take a share of ``mrd_options["max_iter"]``
+        (the starts' race, the growth to ``num_inducing``, each correspondence round, each self-training
+        refit); a stage that ends at its share is the design, not a failure, so the stages do not warn
+        (``MRD._warn_convergence``), and this says once whether the model kept (``converged_``) reached the
+        tolerance. The paper's anchors-only fit and the SVI engine warn from their own single fits.
+        """
+        model = getattr(self, "model_", None)
+        if model is None or "_warn_convergence" not in vars(model):
+            return
+        del model._warn_convergence  # the kept model warns again on its own (e.g. continue_fit by the user)
+        if self.converged_:
+            return
+        from .gp import MRD
+
+        budget = int((self.mrd_options or {}).get("max_iter", MRD().max_iter))
+        round_kept = any(r["round"] > 0 and r["kept"] for r in self.correspondence_history_)
+        stage = "its correspondence round" if round_kept else "its last fit"
+        stopped = getattr(model, "stopped_by_", "max_iter")
+        if stopped == "max_iter":
+            why = "at its budget of evaluations"
+            advice = (f"raise mrd_options['max_iter'] (now {budget}; the starts' race, the growth to num_inducing "
+                      "and each correspondence round take shares of it)")
+        else:  # the optimiser gave up on its own: more evaluations would not have been used
+            why, advice = f"by {stopped}", "try another seed or start (starts=...)"
+        warnings.warn(f"MAD: the model kept stopped before the optimiser's tolerance (tol={model.tol}), {why}, "
+                      f"after {model.n_iter_} bound evaluations of {stage} (converged_ is False); the alignment "
+                      f"may be far from the model's optimum: {advice}", ConvergenceWarning, stacklevel=3)
 
     def _mrd(self, train):
         """The MRD for the paired anchor views ``train``, from PCA unless ``mrd_options`` says otherwise;
@@ -862,9 +901,10 @@ class MAD(PosteriorMatching, BaseEstimator):
                 budget = options["max_iter"] = max(int(ROUND_FRACTION * budget), 1)
             if race:  # each start for a fraction of the budget: the kept one goes on alone
                 options["max_iter"] = max(int(RACE_FRACTION * budget), 1)
-            self.model_ = MRD(latent_dim=Q, num_inducing=int(self.start_inducing) if race else M, kernel=self.kernel,
-                              seed=self.seed, device=self.device, progress=self.progress, **options).fit(
-                arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
+            model = MRD(latent_dim=Q, num_inducing=int(self.start_inducing) if race else M, kernel=self.kernel,
+                        seed=self.seed, device=self.device, progress=self.progress, **options)
+            model._warn_convergence = False  # a stage's share of the budget: _report_convergence speaks for the kept
+            self.model_ = model.fit(arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
             if race:  # the starts raced with fewer inducing inputs: the kept fit grows to num_inducing and goes on
                 if names_tried is not None:
                     self._record_starts(names_tried)  # the race's bounds
@@ -1152,6 +1192,8 @@ class MAD(PosteriorMatching, BaseEstimator):
                 warnings.warn(f"MAD without anchors: self-training added no pair to the {start}, "
                               "so nothing confirmed them; the alignment is likely wrong (a mirror image is common). "
                               "Check bootstrap_ and give a few anchors if you can", RuntimeWarning, stacklevel=3)
+        if not getattr(self, "_in_fit", False):  # called on its own, after fit
+            self._report_convergence()
         return self
 
     def _discovered_between(self, a, b) -> dict | None:

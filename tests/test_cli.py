@@ -190,6 +190,37 @@ def test_unknown_method_lists_the_known_ones(files, capsys):
     assert "unknown method 'magic'; known methods: joint-laplacian, linear, procrustes" in err
 
 
+def test_a_warning_is_one_line_naming_the_command(files, capsys, monkeypatch):
+    """A library warning during a command prints as one line, "bayesalign <command>: warning: ..." (not Python's
+    two lines with the library's source); --debug keeps Python's; the hook is restored after the command."""
+    import warnings
+
+    folder, _, _ = files
+    spec = METHODS[SPECTRAL[0]]
+    cls = spec.load()
+    fit = cls.fit
+
+    def warned_fit(self, *args, **kwargs):
+        warnings.warn("the degrees of the graph\n  spread widely", RuntimeWarning, stacklevel=2)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "fit", warned_fit)
+    before = warnings.showwarning
+    argv = ["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv", "--out",
+            folder / "m.csv", "--method", spec.name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        code, _, err = run(argv, capsys)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "Warning" in line or "spread" in line]
+    assert lines == ["bayesalign align: warning: the degrees of the graph spread widely (RuntimeWarning)"]
+    assert "warned_fit" not in err and "warnings.warn" not in err
+    assert warnings.showwarning is before
+    with pytest.warns(RuntimeWarning, match="the degrees of the graph"):  # --debug: Python's own hook shows it
+        code, _, err = run(["--debug", *argv], capsys)
+    assert code == 0 and "bayesalign align: warning" not in err
+
+
 def test_debug_shows_the_traceback(files):
     folder, _, _ = files
     with pytest.raises(Exception, match="no such file"):

@@ -195,7 +195,7 @@ def test_members_fitted_in_worker_processes_are_the_same_fits_and_their_warnings
         warnings.simplefilter("always")
         parallel = ba.MADEnsemble(estimators=[_member(2), _member(4)], n_jobs=2).fit(problem)
     for k, q in enumerate((2, 4)):  # each short fit stops at max_iter: said in the worker, issued here
-        assert any(f"member {k} (latent_dim {q}): MRD stopped" in str(w.message) for w in record)
+        assert any(f"member {k} (latent_dim {q}): MAD: the model kept stopped" in str(w.message) for w in record)
     for serial, worker in zip(ensemble.estimators_, parallel.estimators_):
         np.testing.assert_allclose(worker.model_.history_[-1], serial.model_.history_[-1], rtol=1e-4)
     same = {tuple(p) for p in parallel.align().pairs.tolist()} & {tuple(p) for p in ensemble.align().pairs.tolist()}

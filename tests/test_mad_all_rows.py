@@ -224,9 +224,24 @@ def test_an_unconfirmed_zero_anchor_bootstrap_warns():
 
 
 def test_a_fit_that_stops_at_max_iter_says_so(toy):
-    with pytest.warns(ConvergenceWarning):
+    """Once: the starts' race, the growth and the correspondence round each end at their share of the budget by
+    design; MAD says whether the model it keeps converged, in one warning (not one per stage)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, mrd_options={"max_iter": 5, "warmup_iters": 2}).fit(toy)
-    assert mad.converged_ is False
+    said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(said) == 1 and said[0].startswith("MAD: the model kept stopped before the optimiser's tolerance")
+    assert "raise mrd_options['max_iter'] (now 5;" in said[0]
+    assert mad.converged_ is False and mad.model_.stopped_by_ == "max_iter"
+    # the kept model warns on its own again: going on with it is the user's own fit
+    with pytest.warns(ConvergenceWarning, match="MRD stopped after"):
+        mad.model_.continue_fit(2)
+    # self-training after the fit refits and says the same once
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mad.self_train(max_rounds=1)
+    refitted = any(entry["added"] for entry in mad.self_training_history_)  # else the model kept is unchanged
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == int(refitted)
 
 
 def test_an_unconverged_fit_does_not_report_confident_probabilities():

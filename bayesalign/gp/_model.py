@@ -236,19 +236,28 @@ class LatentGPBase(BaseEstimator):
             return partial_latent(init, names, centred, observed, N, Q, self.seed)  # [N, Q]
         return init_latent(init, names, centred, Q, self.seed, n_rows=N)  # [N, Q]
 
+    #: Whether a fit that stops before the optimiser's tolerance warns (a ConvergenceWarning). A caller that runs
+    #: the model in stages (MAD: a race of starts, a growth, a correspondence round) turns it off on its instance
+    #: and says once, at its end, whether the model it keeps converged (``stopped_by_``).
+    _warn_convergence = True
+
     def _warn_unconverged(self, budget: int, asked: int, stacklevel: int) -> None:
         """ConvergenceWarning: the fit stopped at its ``budget`` of evaluations (``asked`` in this call) or on
-        the optimiser's own stop, before the tolerance."""
+        the optimiser's own stop, before the tolerance; recorded in ``stopped_by_`` ("max_iter" or the optimiser's
+        message) either way."""
         if self.n_iter_ >= budget:
+            self.stopped_by_ = "max_iter"
             why = f"at max_iter={asked}" if asked == budget else f"at the end of the {asked} further evaluations " \
                 f"continue_fit was given"
             advice = "raise max_iter"
         else:  # the optimiser gave up on its own (e.g. a line search that found no better point)
             message = getattr(self, "optimizer_message_", "") or "no reason given"
-            why, advice = f"by the optimiser's own stop ({message})", "try another init or seed"
-        warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations, {why}, before the "
-                      f"optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum (converged_ "
-                      f"is False): {advice}", ConvergenceWarning, stacklevel=stacklevel)
+            self.stopped_by_ = f"the optimiser's own stop ({message})"
+            why, advice = f"by {self.stopped_by_}", "try another init or seed"
+        if self._warn_convergence:
+            warnings.warn(f"{self._method} stopped after {self.n_iter_} bound evaluations, {why}, before the "
+                          f"optimiser's tolerance (tol={self.tol}); the fit may be far from an optimum (converged_ "
+                          f"is False): {advice}", ConvergenceWarning, stacklevel=stacklevel)
 
     def continue_fit(self, max_iter: int | None = None, latent_prior=None):
         """Go on maximising the bound from the fitted parameters: ``max_iter`` more evaluations (default the

@@ -143,6 +143,9 @@ class MRD(LatentGPBase):
         relative change of the bound per iteration, which a stall (a stale curvature memory) can pass
         far from an optimum: :meth:`continue_fit` restarts with a fresh memory and shows whether the
         bound still rises (benchmarks/RESULTS.md, "Why the thread count decides fou-kar's draw 0").
+    stopped_by_ : str
+        Why a phase that did not converge stopped: ``"max_iter"`` (its budget of evaluations) or the
+        optimiser's own stop with its message (set only when a phase has not converged).
     interrupted_ : bool
         Whether a KeyboardInterrupt stopped the fit: the best parameters so far are kept, a
         RuntimeWarning says so, and the interrupt is re-raised to the caller.
