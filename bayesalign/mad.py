@@ -668,6 +668,11 @@ class MAD(PosteriorMatching, BaseEstimator):
                     self._refine_correspondences(problem)
                 if self_training:
                     self.self_train(confidence_threshold, max_rounds)
+        except BaseException:  # an error or Ctrl-C: the model as it stands warns on its own again
+            model = getattr(self, "model_", None)
+            if model is not None:
+                vars(model).pop("_warn_convergence", None)
+            raise
         finally:
             self._in_fit = False
         self._report_convergence()

@@ -244,6 +244,20 @@ def test_a_fit_that_stops_at_max_iter_says_so(toy):
     assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == int(refitted)
 
 
+def test_a_fit_stopped_by_an_error_leaves_its_model_warning_on_its_own(toy, monkeypatch):
+    def fail(self, problem):
+        raise RuntimeError("stopped mid-fit")
+
+    monkeypatch.setattr(ba.MAD, "_refine_correspondences", fail)
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, correspondence_rounds=1,
+                 mrd_options={"max_iter": 5, "warmup_iters": 2})
+    with pytest.raises(RuntimeError, match="stopped mid-fit"):
+        mad.fit(toy)
+    assert mad._in_fit is False and "_warn_convergence" not in vars(mad.model_)
+    with pytest.warns(ConvergenceWarning, match="MRD stopped after"):
+        mad.model_.continue_fit(2)
+
+
 def test_an_unconverged_fit_does_not_report_confident_probabilities():
     # issue 16: a fit stopped early once reported a mean match probability of 0.87 at 10% accuracy. The
     # all-rows MAD stopped after 20 evaluations on motion capture (10% anchors) measured accuracy 0.05,
