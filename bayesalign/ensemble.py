@@ -50,6 +50,14 @@ def _tempered(mean, var, temperature: float, cost: str):
     return mean * scale, var * scale ** 2
 
 
+def _names(value) -> tuple:
+    """A sequence of names as a tuple; a string may list them with commas (the command line's ``--set
+    start_members=pca,cca``)."""
+    if isinstance(value, str):
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+    return tuple(value)
+
+
 def _check_start_members(start_members) -> tuple:
     """``start_members`` as a tuple of MAD's start names (empty: none; a string may list them with commas, as the
     command line's ``--set start_members=pca,cca`` gives them), or a ValueError naming the bad entry."""
@@ -57,9 +65,7 @@ def _check_start_members(start_members) -> tuple:
 
     if start_members is None:
         return ()
-    if isinstance(start_members, str):
-        start_members = [name.strip() for name in start_members.split(",") if name.strip()]
-    names = tuple(start_members)
+    names = _names(start_members)
     for name in names:
         if name not in STARTS:
             raise ValueError(f"start_members must name starts of MAD {STARTS}, got {name!r}")
@@ -75,9 +81,7 @@ SCALINGS = ("centred", "standardised")
 def _check_scalings(scalings) -> tuple:
     """``scalings`` as a non-empty tuple of names of ``SCALINGS`` (a string may list them with commas), or a
     ValueError."""
-    if isinstance(scalings, str):
-        scalings = [name.strip() for name in scalings.split(",") if name.strip()]
-    names = tuple(scalings) if scalings is not None else ()
+    names = _names(scalings) if scalings is not None else ()
     if not names or any(name not in SCALINGS for name in names) or len(set(names)) < len(names):
         raise ValueError(f"scalings must name one or both of {SCALINGS}, each once, got {scalings!r}")
     return names
