@@ -440,17 +440,26 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     def _misfit_for(self, a, b, cost=None):
         return None  # each member's misfit is inside its coordinates (_candidates)
 
-    def _anchor_pool(self, a, b, cost=None):
+    def _anchor_pool(self, a, b, cost=None, calibration: bool = False):
         """Every member's pool (:meth:`MAD._anchor_pool`: the unaligned rows, then the anchor pairs inferred again
-        from each view alone), tempered and concatenated along the dimensions."""
+        from each view alone; ``calibration``: those each member's temperature is fitted on,
+        :meth:`MAD._calibration_pool`), tempered and concatenated along the dimensions."""
         cost = self.cost if cost is None else cost
         temperatures = self.member_temperatures(a, b, cost)
-        pools = [member._anchor_pool(a, b, cost) for member in self._active(a, b)]
+        pools = [(member._calibration_pool if calibration else member._anchor_pool)(a, b, cost)
+                 for member in self._active(a, b)]
         true_a, true_b = pools[0][2], pools[0][3]
         side_a = [_tempered(*pool[0], T, cost) for pool, T in zip(pools, temperatures)]
         side_b = [_tempered(*pool[1], T, cost) for pool, T in zip(pools, temperatures)]
         return ((np.hstack([m for m, _ in side_a]), np.hstack([v for _, v in side_a])),
                 (np.hstack([m for m, _ in side_b]), np.hstack([v for _, v in side_b])), true_a, true_b)
+
+    def _calibration_pool(self, a, b, cost=None):
+        return self._anchor_pool(a, b, cost, calibration=True)
+
+    def _calibration_method(self) -> str:
+        """The members' calibration pairs (each member's ``calibration_pairs``)."""
+        return " + ".join(sorted({member._calibration_method() for member in self.estimators_}))
 
     def _match_embedding(self, a, b, cost):
         """Every row of a and b in the members' compared coordinates, tempered and concatenated."""

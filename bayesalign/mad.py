@@ -39,6 +39,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
+from ._utils import as_rng
 from .data import AlignmentProblem, LatentEmbedding, Views
 from .mad_matching import (  # noqa: F401 (the constants stay importable from bayesalign.mad)
     CALIBRATION_SINKHORN_TOL,
@@ -95,6 +96,14 @@ RACE_FRACTION = 0.3
 ROUND_FRACTION = 0.3
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
+#: The anchor pairs the temperature is fitted on (``calibration_pairs``): each inferred again from its own view
+#: under the fitted model, or held out of a warm continuation of the fit (``HELD_OUT_FOLDS`` of them).
+CALIBRATION_PAIRS = ("reinferred", "held_out")
+#: Folds of the anchor pairs with ``calibration_pairs="held_out"``: each fold's pairs are split and the fit
+#: continued once, so the pairs are held out of a model that keeps (1 - 1 / HELD_OUT_FOLDS) of the anchors.
+HELD_OUT_FOLDS = 4
+#: Evaluations of each fold's continuation, as a fraction of MRD's ``max_iter`` (100 of the default 1,000).
+HELD_OUT_FRACTION = 0.1
 #: Unsupervised initialisers the all-rows model tries without anchors, their candidates compared by the bound.
 DEFAULT_BOOTSTRAPS = ("gromov_wasserstein", "subspace_procrustes")
 
@@ -271,7 +280,7 @@ class MAD(PosteriorMatching, BaseEstimator):
     temperature : {"anchors", "posterior"} or float
         T of the probabilities ``exp(-cost / T)``. ``"anchors"`` (default): T fitted on the
         anchor pairs (:meth:`calibrate_temperature`, temperature scaling on the anchors
-        re-inferred view by view, at the first :meth:`align`; with fewer than
+        re-inferred view by view or held out, ``calibration_pairs``, at the first :meth:`align`; with fewer than
         ``MIN_CALIBRATION_PAIRS`` anchor pairs a RuntimeWarning and T only at or above the posterior
         temperature, without any the posterior temperature).
         ``"posterior"`` (or None): 1 for the likelihood cost (the Gibbs distribution of the
@@ -298,6 +307,18 @@ class MAD(PosteriorMatching, BaseEstimator):
     standardize : bool
         Give every column unit variance before fitting (``Views.standardised``); otherwise views
         are only centred, so a column's units weigh in its relevance. Off by default (the paper).
+    calibration_pairs : {"reinferred", "held_out"}
+        The anchor pairs ``temperature="anchors"`` is fitted on. ``"reinferred"`` (default): each
+        anchor inferred again from each view alone under the fitted model. The fit placed both rows
+        of an anchor at one latent point and bent both mappings and their neighbours around it, so
+        these pairs agree far better than unaligned partners do, and the probabilities come out
+        overconfident where the views disagree (the digit halves, mocap). ``"held_out"``: the pairs
+        fall into ``HELD_OUT_FOLDS`` folds, each fold is split into a row of each view and the fit
+        continued warm for ``HELD_OUT_FRACTION`` of ``max_iter`` (:meth:`_held_out_pairs`), so each
+        pair is placed as unaligned rows are (cross-fitting). It costs ``HELD_OUT_FOLDS`` short
+        continuations at the first :meth:`align`, and changes only the temperature: the cost, the
+        misfit and the pairing stay those of the re-inferred anchors (benchmarks/RESULTS.md,
+        "Held-out anchors"). Needs ``training="all_rows"`` and the collapsed engine.
     latent_prior : {"graph", "standard_normal"}
         p(X) of the all-rows model: N(0, (I + graph_strength * L)^-1) over the entities, L the
         Laplacian of the union of the views' ``n_neighbors``-nearest-neighbour graphs
@@ -447,7 +468,7 @@ class MAD(PosteriorMatching, BaseEstimator):
                  svi_options: dict | None = None, correspondence_rounds: int | str = "auto",
                  correspondence_neighbors: int = 5,
                  starts=None, start_inducing: int | None = 30, shared_by: str = "auto", min_resolution: float = 1.0,
-                 misfit: str | None = "auto", **mrd_kwargs):
+                 misfit: str | None = "auto", calibration_pairs: str = "reinferred", **mrd_kwargs):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -483,6 +504,7 @@ class MAD(PosteriorMatching, BaseEstimator):
         self.shared_by = shared_by
         self.min_resolution = min_resolution
         self.misfit = misfit
+        self.calibration_pairs = calibration_pairs
 
     # -- validation ------------------------------------------------------------------------
     def _check_params(self):
@@ -494,6 +516,12 @@ class MAD(PosteriorMatching, BaseEstimator):
         _check_temperature(self.temperature)
         if self.misfit not in MISFITS:
             raise ValueError(f"misfit must be one of {MISFITS}, got {self.misfit!r}")
+        if self.calibration_pairs not in CALIBRATION_PAIRS:
+            raise ValueError(f"calibration_pairs must be one of {CALIBRATION_PAIRS}, got {self.calibration_pairs!r}")
+        if self.calibration_pairs == "held_out" and (self.training != "all_rows" or self.engine != "collapsed"):
+            raise ValueError("calibration_pairs='held_out' continues the all-rows model with anchor pairs split "
+                             "into rows of their own: it needs training='all_rows' and engine='collapsed', got "
+                             f"training={self.training!r}, engine={self.engine!r}")
         if self.shared_by not in SHARED_BY:
             raise ValueError(f"shared_by must be one of {SHARED_BY}, got {self.shared_by!r}")
         if isinstance(self.min_resolution, bool) or not (np.isfinite(float(self.min_resolution))
@@ -782,6 +810,7 @@ class MAD(PosteriorMatching, BaseEstimator):
         self._calibration_potentials = {}
         self.misfit_ = {}
         self._reinferred = {}
+        self._held_out = {}
 
     def _shared_rule(self) -> str:
         """The rule of the shared dimensions: ``shared_by``, with "auto" resolved (resolution on either engine)."""
@@ -830,7 +859,6 @@ class MAD(PosteriorMatching, BaseEstimator):
         :meth:`_refine_correspondences`).
         """
         from .data import Correspondence
-        from .graph import entity_graph, laplacian
         from .spectral import JointLaplacianAlignment
 
         views, names = self._views(problem), problem.views.names
@@ -864,19 +892,9 @@ class MAD(PosteriorMatching, BaseEstimator):
                     init.append(JointLaplacianAlignment(n_components=Q, n_neighbors=int(self.n_neighbors)).fit(
                         start_problem).embedding_)
             init = init[0] if len(init) == 1 else tuple(init)
-        prior = None
-        graph = self._fit_prior == "graph" and float(self.graph_strength) > 0
-        if graph or extra_edges is not None:
-            from .gp.priors import GraphLaplacianPrior
-
-            if graph:  # the neighbourhoods of rows with missing entries from the start's column means (graph only)
-                graph_views = start_problem.views
-                W = entity_graph([np.asarray(graph_views[v]) for v in names], [rows[v] for v in names], n_entities,
-                                 int(self.n_neighbors))
-                W = W if extra_edges is None else (W + extra_edges).tocsr()
-            else:
-                W = extra_edges
-            prior = GraphLaplacianPrior(laplacian(W)[0], float(self.graph_strength))
+        # the neighbourhoods of rows with missing entries from the start's column means (graph only)
+        prior = self._entity_prior(start_problem.views, rows, n_entities, extra_edges)
+        self._prior_edges = extra_edges  # the held-out anchors' continuations rebuild this prior
         if self.engine == "svi":
             from .gp import StochasticMRD
 
@@ -927,6 +945,29 @@ class MAD(PosteriorMatching, BaseEstimator):
                                       np.asarray(var[rows[view][free]], np.float64))
         self.entities_ = (n_entities, rows)
         self.timings_ = {"fit_seconds": time.perf_counter() - start, "infer_seconds": 0.0}
+
+    def _entity_prior(self, views, rows: dict, n_entities: int, extra_edges=None):
+        """p(X) of the all-rows model over ``n_entities`` whose rows of each view are ``rows[view]``: the graph
+        prior of the union of the views' kNN graphs (``latent_prior="graph"``), plus ``extra_edges`` (entities
+        x entities, sparse, padded with empty rows to ``n_entities``), or None (the standard normal)."""
+        import scipy.sparse as sp
+
+        from .gp.priors import GraphLaplacianPrior
+        from .graph import entity_graph, laplacian
+
+        graph = self._fit_prior == "graph" and float(self.graph_strength) > 0
+        if not graph and extra_edges is None:
+            return None
+        W = None
+        if graph:
+            names = list(views.names)
+            W = entity_graph([np.asarray(views[v]) for v in names], [rows[v] for v in names], n_entities,
+                             int(self.n_neighbors))
+        if extra_edges is not None:
+            extra = sp.csr_matrix(extra_edges, copy=True)
+            extra.resize((n_entities, n_entities))
+            W = extra if W is None else (W + extra).tocsr()
+        return GraphLaplacianPrior(laplacian(W)[0], float(self.graph_strength))
 
     def _starts_to_try(self) -> tuple:
         """The starts of this fit: every one of ``starts`` (default: ``STARTS`` on the collapsed engine, the
@@ -1552,6 +1593,47 @@ class MAD(PosteriorMatching, BaseEstimator):
             self._reinferred[(a, b)] = (xa[0], xa[1], xb[0], xb[1])
         return self._reinferred[(a, b)]
 
+    def _held_out_pairs(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The anchor pairs between a and b held out of a warm continuation of the fit, in the shared dimensions:
+        (mean_a, var_a, mean_b, var_b) [n, |shared|], row k the k-th anchor pair (cached until the next fit).
+
+        The pairs fall into ``HELD_OUT_FOLDS`` folds (seeded by ``seed``). For each fold the fitted MRD is
+        copied with the fold's rows of b split from the entities they share with a
+        (:meth:`bayesalign.gp.MRD.split_entities`; the graph prior rebuilt over the enlarged set of entities,
+        each split row keeping its own view's neighbours, the kept correspondence round's edges included)
+        and continued for ``HELD_OUT_FRACTION`` of MRD's ``max_iter`` evaluations, every parameter warm. Each
+        split row is then placed by its own view and its neighbours, as an unaligned row is, in a model that
+        keeps the other folds' anchors: unlike an anchor inferred again from the fitted model, whose mappings
+        and neighbours were fitted around one latent point for both of its rows, it is exchangeable with the
+        unaligned rows it calibrates (up to the fold's anchors the model lacks). The fitted model is unchanged.
+        """
+        if (a, b) not in self._held_out:
+            from .gp import MRD
+
+            dims = self.shared_dims(a, b)
+            anchors = self.problem_.anchors_between(a, b, implied=True)
+            n_entities, rows = self.entities_
+            views = self._views(self.problem_)
+            if any(views.n_missing.values()):  # the graph sees a missing entry as its column's mean, as the fit
+                views = _mean_filled(views)
+            budget = max(int(HELD_OUT_FRACTION * int((self.mrd_options or {}).get("max_iter", MRD().max_iter))), 1)
+            n = len(anchors)
+            out = [np.empty((n, dims.size)) for _ in range(4)]
+            for fold in np.array_split(as_rng(self.seed).permutation(n), min(HELD_OUT_FOLDS, n)):
+                fold = fold[np.argsort(anchors.index_b[fold])]  # split_entities numbers new entities in row order
+                rows_b = anchors.index_b[fold]
+                split = {**rows, b: rows[b].copy()}
+                split[b][rows_b] = n_entities + np.arange(fold.size)
+                prior = self._entity_prior(views, split, n_entities + fold.size, getattr(self, "_prior_edges", None))
+                model = self.model_.split_entities(b, rows_b, latent_prior=prior)
+                model._warn_convergence = False  # a held-out fold's share of the budget, not the kept fit
+                model.continue_fit(budget)
+                mean, var = model.entity_means_, model.entity_variances_
+                for k, entity in ((0, rows[a][anchors.index_a[fold]]), (2, split[b][rows_b])):
+                    out[k][fold], out[k + 1][fold] = mean[entity][:, dims], var[entity][:, dims]
+            self._held_out[(a, b)] = tuple(out)
+        return self._held_out[(a, b)]
+
     def _shared_posteriors(self, a, b):
         """Rows of a and b to match (unaligned and not yet paired between a and b) and their posteriors in the
         shared dimensions, as the model gives them."""
@@ -1567,13 +1649,16 @@ class MAD(PosteriorMatching, BaseEstimator):
         return (rows_a[keep_a], mean_a[keep_a][:, dims], var_a[keep_a][:, dims],
                 rows_b[keep_b], mean_b[keep_b][:, dims], var_b[keep_b][:, dims], dims)
 
-    def _anchor_pool(self, a, b, cost=None):
+    def _anchor_pool(self, a, b, cost=None, held_out: bool = False):
         """The unaligned rows of a and b with the anchor pairs appended, each anchor inferred again from
-        its own view alone (the fitted model fixed, as if unaligned): the pools' posteriors (means,
+        its own view alone (the fitted model fixed, as if unaligned; ``held_out``: held out of a continuation
+        of the fit instead, :meth:`_held_out_pairs`): the pools' posteriors (means,
         variances) [n_a + n, |shared|] and [n_b + n, |shared|] in the shared dimensions, as ``cost``
-        compares them (:meth:`_candidates`), and the positions of the n true anchor pairs in them."""
+        compares them (:meth:`_candidates`, the misfit from the re-inferred anchors), and the positions of the
+        n true anchor pairs in them."""
         _, ma, va, _, mb, vb, _ = self._candidates(a, b, cost)
-        xa_mean, xa_var, xb_mean, xb_var = self._reinferred_anchors(a, b)
+        xa_mean, xa_var, xb_mean, xb_var = (self._held_out_pairs(a, b) if held_out else
+                                            self._reinferred_anchors(a, b))
         misfit = self._misfit_for(a, b, cost)
         if misfit is not None:
             (xa_mean, xa_var), (xb_mean, xb_var) = misfit.apply(xa_mean, xa_var), misfit.apply(xb_mean, xb_var)
@@ -1581,6 +1666,14 @@ class MAD(PosteriorMatching, BaseEstimator):
         pool_a = (np.vstack([ma, xa_mean]), np.vstack([va, xa_var]))  # unaligned rows of a, then the anchors
         pool_b = (np.vstack([mb, xb_mean]), np.vstack([vb, xb_var]))
         return pool_a, pool_b, ma.shape[0] + np.arange(n), mb.shape[0] + np.arange(n)
+
+    def _calibration_pool(self, a, b, cost=None):
+        """The pool the temperature is fitted on (``calibration_pairs``): :meth:`_anchor_pool`."""
+        return self._anchor_pool(a, b, cost, held_out=self.calibration_pairs == "held_out")
+
+    def _calibration_method(self) -> str:
+        return (f"anchors held out of {HELD_OUT_FOLDS} continuations" if self.calibration_pairs == "held_out"
+                else "anchor re-inference")
 
     def _infer_rows(self, view, Y):
         """q(x) [n, Q] (means, variances) of rows seen in ``view`` only, under the fitted model."""

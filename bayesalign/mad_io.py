@@ -114,6 +114,11 @@ def save_mad(model, path) -> None:
     if model.entities_ is not None:
         for i, name in enumerate(names):
             arrays[f"entities/{i}"] = model.entities_[1][name]
+    edges = getattr(model, "_prior_edges", None)  # the kept correspondence round's edges of the graph prior
+    if edges is not None:
+        edges = edges.tocoo()
+        arrays["prior_edges/row"], arrays["prior_edges/col"] = edges.row, edges.col
+        arrays["prior_edges/data"] = edges.data
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params), "view_names": names,
         "problem_name": problem.name, "anchors": _correspondences("anchors", problem.anchors, arrays),
@@ -199,6 +204,14 @@ def _read(path, device):
         model.bootstrap_["pairs"] = np.asarray(model.bootstrap_["pairs"], dtype=np.int64)
     model.entities_ = None if meta["n_entities"] is None else (
         int(meta["n_entities"]), {name: arrays[f"entities/{i}"] for i, name in enumerate(names)})
+    if "prior_edges/row" in arrays:  # absent from files of fits that kept no round, or written before 2026-11-27
+        import scipy.sparse as sp
+
+        n = int(meta["n_entities"])
+        model._prior_edges = sp.csr_matrix((arrays["prior_edges/data"], (arrays["prior_edges/row"],
+                                                                         arrays["prior_edges/col"])), shape=(n, n))
+    else:
+        model._prior_edges = None
     model.correspondence_history_ = []  # files written before it existed
     rounds = model.correspondence_rounds  # files written before "auto": the number asked for
     model.correspondence_rounds_ = 0 if rounds == "auto" else int(rounds)

@@ -15,6 +15,8 @@ Hooks the host class implements:
 - ``_candidates(a, b, cost)``: the same as ``cost`` compares them (e.g. with a cross-view misfit applied);
 - ``_misfit_for(a, b, cost)``: the cross-view misfit inside ``_candidates`` (None: none);
 - ``_anchor_pool(a, b, cost)``: the candidates with the anchor pairs, inferred again as if unaligned, appended;
+- ``_calibration_pool(a, b, cost)``: the same with the anchor pairs the temperature is fitted on, and
+  ``_calibration_method()``: their name in ``calibration_``;
 - ``_match_embedding(a, b, cost)``: every row's coordinates as :func:`~bayesalign.matching.match` compares them;
 - ``_discovered_between(a, b)``: pairs the fit found itself (None: none), reported by :meth:`align`;
 - ``_align_info(a, b, cost, dims)``: what :meth:`align` adds to the alignment's ``info``.
@@ -109,7 +111,9 @@ class PosteriorMatching:
         (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the potentials of the
         nearest one already solved, ``warm_start`` of :func:`~bayesalign.matching.sinkhorn`). The
         anchors shaped the mappings they are re-inferred under, so they are not exchangeable with
-        the unaligned rows they calibrate, and T* can err either way (benchmarks/RESULTS.md, "Calibration"). Fewer than
+        the unaligned rows they calibrate, and T* can err either way (benchmarks/RESULTS.md, "Calibration");
+        ``MAD(calibration_pairs="held_out")`` fits T on anchor pairs held out of continuations of the fit
+        instead (each pair's rows placed by their own views, as unaligned rows are). Fewer than
         ``MIN_CALIBRATION_PAIRS`` anchor pairs (but some): a RuntimeWarning, and the search only over T at or
         above the posterior temperature (``one_sided``): a few anchors matched at low probability are strong
         evidence that the model is overconfident, a few matched well are weak evidence that it is timid
@@ -129,7 +133,7 @@ class PosteriorMatching:
         _, _, va, _, _, vb, _ = self._candidates(a, b, cost)
         default = posterior_temperature(cost, va, vb)
         anchors = self.problem_.anchors_between(a, b, implied=True)
-        record = {"pairs": len(anchors), "method": "anchor re-inference", "posterior_temperature": default,
+        record = {"pairs": len(anchors), "method": self._calibration_method(), "posterior_temperature": default,
                   "misfit": misfit}
         if len(anchors) == 0:
             warnings.warn(f"views {a!r} and {b!r} have no anchor pair to fit the temperature on; the probabilities "
@@ -142,7 +146,7 @@ class PosteriorMatching:
                           f"MIN_CALIBRATION_PAIRS = {MIN_CALIBRATION_PAIRS}: the temperature fitted on them may "
                           f"only flatten the probabilities (T >= the posterior temperature {default:.3g})",
                           RuntimeWarning, stacklevel=3)
-        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, cost)
+        pool_a, pool_b, true_a, true_b = self._calibration_pool(a, b, cost)
         true_cost = pair_costs(cost, *pool_a, *pool_b, true_a, true_b)  # [n]
         dense = pool_a[0].shape[0] * pool_b[0].shape[0] <= SPARSE_ABOVE
         if dense:  # one cost matrix and one optimal assignment for every temperature the search tries

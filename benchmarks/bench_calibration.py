@@ -59,9 +59,11 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
     return float(np.mean([ba.metrics.expected_calibration_error(p, rng.random(p.size) < p) for _ in range(draws)]))
 
 
-def run(name, problem, seed, num_inducing, ensemble=None, start_members=(), scalings=("centred",)):
+def run(name, problem, seed, num_inducing, ensemble=None, start_members=(), scalings=("centred",),
+        calibration_pairs="reinferred"):
     a, b = problem.views.names[:2]
     options = {} if num_inducing is None else {"num_inducing": num_inducing}
+    options["calibration_pairs"] = calibration_pairs
     if ensemble:  # the pool of one MAD per latent_dim (MADEnsemble), its own temperature fitted on the anchors
         model = ba.MADEnsemble(latent_dims=ensemble, start_members=start_members, scalings=scalings, seed=seed,
                                member_options=options or None).fit(problem)
@@ -100,6 +102,9 @@ def main(argv=None):
     parser.add_argument("--scalings", nargs="*", default=("centred",), choices=("centred", "standardised"),
                         metavar="SCALING", help="with --ensemble: every member once per scaling of the views named "
                         "(MADEnsemble's scalings)")
+    parser.add_argument("--calibration-pairs", default="reinferred", choices=ba.mad.CALIBRATION_PAIRS,
+                        help="the anchor pairs the temperature is fitted on (MAD's calibration_pairs; of every "
+                        "member with --ensemble)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -110,7 +115,7 @@ def main(argv=None):
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
             values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble, args.start_members,
-                                 args.scalings)
+                                 args.scalings, args.calibration_pairs)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     pairs = real_pairs() if args.pairs else {}
@@ -119,7 +124,7 @@ def main(argv=None):
         for seed in args.seeds:
             values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing,
                                  args.ensemble, args.start_members,
-                                 args.scalings)
+                                 args.scalings, args.calibration_pairs)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     print("\nmean ECE: posterior T -> fitted T (an exactly calibrated p on as many pairs)")

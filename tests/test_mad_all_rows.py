@@ -598,3 +598,42 @@ def test_svi_mad_runs_on_cuda(toy):
     assert next(mad.model_.model_.parameters()).is_cuda
     assert np.isfinite(mad.model_.elbo_history_).all()
     assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
+
+
+def test_held_out_calibration_pairs_fit_the_temperature_and_leave_the_pairing_alone(toy, all_rows, tmp_path):
+    # calibration_pairs="held_out": the anchor pairs the temperature is fitted on come from HELD_OUT_FOLDS warm
+    # continuations of the fit, each with a fold's pairs split into a row of each view. The cost, hence the pairing
+    # and every score that ranks, is the re-inferred anchors' (same fit, same pairs); the fitted model is unchanged;
+    # each held-out pair's rows were placed by their own views (they no longer coincide, as an anchor's entity does)
+    from bayesalign.mad import HELD_OUT_FOLDS
+
+    a, b = toy.views.names[:2]
+    held = ba.MAD(latent_dim=4, num_inducing=10, seed=0, training="all_rows", correspondence_rounds=0,
+                  mrd_options={"max_iter": 400}, calibration_pairs="held_out").fit(toy)
+    np.testing.assert_array_equal(held.model_.entity_means_, all_rows.model_.entity_means_)
+    bound = held.model_.elbo()
+    T = held.calibrate_temperature(a, b)
+    record = held.calibration_[(a, b, "likelihood")]
+    n = len(toy.anchors_between(a, b, implied=True))
+    assert np.isfinite(T) and T > 0 and record["pairs"] == n
+    assert record["method"] == f"anchors held out of {HELD_OUT_FOLDS} continuations"
+    assert all_rows.calibrate_temperature(a, b) > 0
+    assert all_rows.calibration_[(a, b, "likelihood")]["method"] == "anchor re-inference"
+    assert held.model_.elbo() == bound
+    mean_a, _, mean_b, _ = held._held_out_pairs(a, b)
+    assert mean_a.shape == (n, len(held.shared_dims(a, b))) and np.isfinite(mean_a).all()
+    assert (np.abs(mean_a - mean_b).max(1) > 0).all()
+    al, ref = held.align(a, b), all_rows.align(a, b)
+    np.testing.assert_array_equal(al.index_b, ref.index_b)
+    path = tmp_path / "held.npz"
+    held.save(path)
+    loaded = ba.MAD.load(path)
+    assert loaded.calibration_pairs == "held_out"
+    np.testing.assert_allclose(loaded.calibrate_temperature(a, b), T, rtol=1e-6)  # same continuations, same T
+
+
+def test_held_out_calibration_pairs_need_the_collapsed_all_rows_model():
+    with pytest.raises(ValueError, match="calibration_pairs='held_out'.*training='all_rows'"):
+        ba.MAD(training="anchors", calibration_pairs="held_out")._check_params()
+    with pytest.raises(ValueError, match="calibration_pairs must be one of"):
+        ba.MAD(calibration_pairs="loo")._check_params()

@@ -391,3 +391,49 @@ def test_grown_inducing_inputs_never_lower_the_bound_and_sit_at_the_farthest_ent
     with pytest.warns(RuntimeWarning, match="more than the 80 observed entities"):
         model._add_inducing(100)
     assert model.module_.inducing_inputs.shape[1] == 80
+
+
+def test_split_entities_changes_the_bound_by_the_copies_kl_alone_and_leaves_the_model(fitted_partial):
+    # A row split from its entity sees a copy of the same q(x): every view's term of the collapsed bound is unchanged,
+    # and under N(0, I) the bound loses exactly the KL of each copy (a new entity of its own); the fitted model itself
+    # is not touched, and the split copy goes on fitting from there
+    from bayesalign.gp.bound import kl_standard_normal
+
+    X, views, rows, model = fitted_partial
+    before = model.elbo()
+    means, variances = model.entity_means_.copy(), model.entity_variances_.copy()
+    shared = np.flatnonzero(np.isin(rows["b"], rows["a"]))[:5]  # rows of b whose entities a sees too
+    split = model.split_entities("b", shared[::-1])  # any order: new entities numbered in row order
+    old = rows["b"][np.sort(shared)]
+    copies = kl_standard_normal(torch.as_tensor(means[old]), torch.as_tensor(variances[old]))
+    np.testing.assert_allclose(split.elbo(), before - float(copies), rtol=1e-10)
+    assert model.elbo() == before and model.entity_means_.shape == (83, 5)
+    np.testing.assert_array_equal(split.observed_["b"][np.sort(shared)], 83 + np.arange(5))
+    np.testing.assert_array_equal(split.observed_["a"], model.observed_["a"])
+    np.testing.assert_array_equal(split.entity_means_[83:], means[old])
+    start = split.elbo()
+    split._warn_convergence = False
+    split.continue_fit(30)
+    assert split.elbo() >= start and np.isfinite(split.entity_means_).all()
+    np.testing.assert_array_equal(model.entity_means_, means)
+    with pytest.raises(IndexError, match="rows of view 'b'"):
+        model.split_entities("b", [50])
+
+
+def test_split_entities_of_a_model_with_another_prior_needs_that_prior_given():
+    import scipy.sparse as sp
+
+    from bayesalign.gp.priors import GraphLaplacianPrior
+
+    X, rng = signals(20, seed=3)
+    rows = {"a": np.arange(12), "b": np.arange(8, 20)}
+    views = {"a": view_of(X[rows["a"]], [0, 1], 5, rng), "b": view_of(X[rows["b"]], [0, 2], 5, rng)}
+    W = sp.diags(np.ones(19), 1, shape=(20, 20))
+    L = sp.diags(np.asarray((W + W.T).sum(1)).ravel()) - (W + W.T)
+    model = MRD(latent_dim=3, num_inducing=6, max_iter=40, warmup_iters=10, progress=False, seed=0).fit(
+        views, observed=rows, n_entities=20, latent_prior=GraphLaplacianPrior(L, 1.0))
+    with pytest.raises(ValueError, match="latent_prior"):
+        model.split_entities("b", [0])
+    L21 = sp.block_diag([L, sp.csr_matrix((1, 1))])
+    split = model.split_entities("b", [0], latent_prior=GraphLaplacianPrior(L21, 1.0))
+    assert split.entity_means_.shape == (21, 3) and split.observed_["b"][0] == 20

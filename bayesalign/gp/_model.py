@@ -283,6 +283,62 @@ class LatentGPBase(BaseEstimator):
             self._warn_unconverged(done + budget, budget, stacklevel=3)
         return self
 
+    def split_entities(self, view, rows, latent_prior=None):
+        """A copy of the fitted model in which ``rows`` of ``view`` are entities of their own, not yet refitted.
+
+        Each row given leaves the entity it shared with other views (e.g. an anchor pair) for a new entity,
+        appended after the model's, whose q(x) starts as a copy of the old one's; every other parameter
+        (kernels, noise, inducing inputs, the other entities' q(x)) is kept. Each view's term of the bound is
+        then unchanged (its rows see the same q(x) as before), and the bound differs only by the new
+        entities' KL: under the standard normal prior exactly :math:`-\\sum_n \\mathrm{KL}(q(x_n) \\| N(0, I))`
+        over the copies. :meth:`continue_fit` goes on from there: the held-out anchors of MAD's temperature
+        (``MAD(calibration_pairs="held_out")``) are pairs split this way and refitted, each row placed by its
+        own view.
+
+        ``latent_prior``: p(X) over the enlarged set of entities (None: the standard normal); a model fitted
+        under another prior needs it given, since how a prior over entities extends to new ones is the
+        caller's knowledge (e.g. which graph edges move with the row). The model itself is not changed.
+        """
+        self._check_fitted()
+        v = self._view_index(view)
+        module = self.module_
+        entity_of = module.observed(v)
+        if entity_of is None:
+            raise ValueError("split_entities needs a partially observed model (fitted with observed=...); this "
+                             "one has one latent point per row of every view")
+        rows = np.unique(np.asarray(rows, dtype=np.int64).ravel())
+        n_rows = int(entity_of.shape[0])
+        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
+            raise IndexError(f"rows of view {self.view_names_[v]!r} must lie in [0, {n_rows}), got "
+                             f"{rows.min()}..{rows.max()}")
+        if latent_prior is None and getattr(module.latent_prior, "name", None) != "standard_normal":
+            raise ValueError(f"the model was fitted under the prior {module.latent_prior.name!r}: give "
+                             "latent_prior over the enlarged set of entities")
+        E = int(module.q_mean.shape[0])
+        old = entity_of[torch.as_tensor(rows, device=entity_of.device)]  # [k] the entities the rows leave
+        observed = [module.observed(u) for u in range(module.n_views)]
+        observed[v] = entity_of.clone()
+        observed[v][torch.as_tensor(rows, device=entity_of.device)] = E + torch.arange(
+            rows.size, device=entity_of.device)
+        with torch.no_grad():
+            mean = torch.cat([module.q_mean, module.q_mean[old]])  # [E + k, Q]
+            variance = module.q_variance
+            variance = torch.cat([variance, variance[old]])
+            split = LatentGPModule(
+                outputs=[module.outputs(u) for u in range(module.n_views)], q_mean=mean, q_variance=variance,
+                inducing_inputs=module.inducing_inputs.detach(),
+                kernels=[copy.deepcopy(kernel) for kernel in module.kernels], noise=module.noise.detach(),
+                noise_floor=module.raw_noise_constraint.lower_bound.detach(), jitter=module.jitter,
+                observed=[None if rows_u is None else rows_u.clone() for rows_u in observed],
+                latent_prior=latent_prior)
+        model = copy.copy(self)
+        model.module_ = split
+        model.history_ = np.zeros(0)
+        model.history_seconds_ = np.zeros(0)
+        model.n_iter_ = 0
+        model.converged_ = False
+        return model
+
     def grow_inducing(self, num_inducing: int, max_iter: int | None = None):
         """Add inducing inputs up to ``num_inducing`` per set, then go on maximising the bound (:meth:`continue_fit`).
 
