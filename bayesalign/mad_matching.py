@@ -42,12 +42,18 @@ from .matching import (
 from .matching.costs import cost_source
 from .matching.matcher import DENSE_SINKHORN_MAX, SPARSE_ABOVE, _cost_matrix
 
-__all__ = ["CALIBRATION_SINKHORN_TOL", "MIN_CALIBRATION_PAIRS", "TEMPERATURES", "PosteriorMatching"]
+__all__ = ["CALIBRATION_SINKHORN_TOL", "MIN_CALIBRATION_EVIDENCE", "MIN_CALIBRATION_PAIRS", "TEMPERATURES",
+           "PosteriorMatching"]
 
 #: Fewest anchor pairs ``calibrate_temperature`` fits a temperature on both ways (with fewer, T only at or
 #: above the posterior temperature), ``MAD.cross_view_misfit`` estimates a misfit on and a correspondence round is
 #: judged on.
 MIN_CALIBRATION_PAIRS = 10
+#: Least evidence (twice the log-likelihood ratio of the calibration pairs at the fitted T against chance matching)
+#: below which ``calibrate_temperature`` warns that the anchors show no ranking information: the 95% point of the
+#: null distribution, an equal mixture of chi-square with 0 and 1 degrees of freedom, since the null, 1 / T = 0,
+#: lies on the boundary of the parameter (Self & Liang 1987); i.e. chi-square(1)'s 90% point.
+MIN_CALIBRATION_EVIDENCE = 2.706
 #: The named temperatures of the match probabilities: fitted on the anchors, or the model's posterior one.
 TEMPERATURES = ("anchors", "posterior")
 #: Marginal error of the Sinkhorn solves inside the temperature search: an anchor's log probability is then off by
@@ -118,8 +124,13 @@ class PosteriorMatching:
         above the posterior temperature (``one_sided``): a few anchors matched at low probability are strong
         evidence that the model is overconfident, a few matched well are weak evidence that it is timid
         (benchmarks/RESULTS.md, "Few anchors"). No anchor pair: a RuntimeWarning and the posterior temperature.
+        Whether the pairs show any ranking at all is a test: as T grows, P_T tends to chance matching (every
+        pair 1 / n of the larger pool), so the objective there is :math:`n_\text{pairs} \log n`, and
+        ``evidence`` = 2 (objective at chance - objective at T*) is the likelihood-ratio statistic of
+        "1 / T = 0"; below ``MIN_CALIBRATION_EVIDENCE`` (its 95% point, the null lying on the boundary, Self & Liang
+        1987) a RuntimeWarning says the probabilities are close to uniform and the pairing is the cost's guess.
         The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
-        objective at T* and at the posterior temperature).
+        objective at T*, at the posterior temperature and at chance, and the evidence).
         """
         self._check_fitted()
         a, b = self._pair(a, b)
@@ -187,8 +198,18 @@ class PosteriorMatching:
         T, best = float(np.exp(found.x)), float(found.fun)
         if one_sided and at_posterior <= best:  # the bounded search never tries its bound itself
             T, best = default, at_posterior
+        # as T grows every pair of the pools tends to 1 / (the larger pool's size): chance matching
+        chance = len(true_a) * float(np.log(max(pool_a[0].shape[0], pool_b[0].shape[0])))
+        evidence = 2.0 * (chance - best)
         self.calibration_[key] = {**record, "temperature": T, "fallback": False, "one_sided": one_sided,
-                                  "objective": best, "objective_at_posterior_temperature": at_posterior}
+                                  "objective": best, "objective_at_posterior_temperature": at_posterior,
+                                  "objective_at_chance": chance, "evidence": evidence}
+        if evidence < MIN_CALIBRATION_EVIDENCE:
+            warnings.warn(f"views {a!r} and {b!r}: the {len(true_a)} calibration pairs ({record['method']}) give no "
+                          f"evidence that the match probabilities rank partners better than chance (twice the "
+                          f"log-likelihood ratio against chance matching {evidence:.3g} < MIN_CALIBRATION_EVIDENCE = "
+                          f"{MIN_CALIBRATION_EVIDENCE}); at the fitted T = {T:.4g} they are close to uniform, and the "
+                          f"pairs align() returns are the cost's, not confident ones", RuntimeWarning, stacklevel=3)
         # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
         # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
         f, g, T0 = nearest(T)

@@ -567,6 +567,45 @@ def test_alignment_at_the_fitted_temperature_starts_from_the_searchs_potentials(
     assert given == [None]
 
 
+def test_temperature_reports_the_evidence_of_its_pairs_against_chance(toy, monkeypatch):
+    """``evidence`` = 2 (objective at chance - objective at T*), chance being every pair of the pools at 1 / (the
+    larger pool's size), the limit of P_T as T grows. The toy's anchors carry plenty (no warning); calibration pairs
+    whose costs do not depend on which pair is true carry none, and say so."""
+    import warnings as _warnings
+
+    from bayesalign.mad_matching import MIN_CALIBRATION_EVIDENCE
+
+    problem, mad, _ = toy
+    key = ("Y1", "Y2", "likelihood")
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error", RuntimeWarning)  # informative anchors: no warning
+        mad.calibrate_temperature()
+    record = mad.calibration_[key]
+    rows_a, rows_b, _ = mad.cost_matrix()
+    n = record["pairs"]
+    assert record["objective_at_chance"] == pytest.approx(n * np.log(max(rows_a.size, rows_b.size) + n), rel=1e-12)
+    assert record["evidence"] == pytest.approx(2.0 * (record["objective_at_chance"] - record["objective"]), rel=1e-12)
+    assert record["evidence"] > 10 * MIN_CALIBRATION_EVIDENCE  # 10 anchors matched far above chance (1 in 100)
+    # pools of independent random points, the last 10 rows of each called the true pairs: nothing to rank by
+    rng = np.random.default_rng(0)
+    d = len(mad.shared_dims("Y1", "Y2"))
+    pool_a = (rng.standard_normal((50, d)), np.full((50, d), 0.01))
+    pool_b = (rng.standard_normal((50, d)), np.full((50, d), 0.01))
+    monkeypatch.setattr(mad, "_calibration_pool", lambda a, b, cost=None: (pool_a, pool_b, 40 + np.arange(10),
+                                                                           40 + np.arange(10)))
+    saved = mad.calibration_.pop(key), mad._calibration_potentials.pop(key, None)
+    try:
+        with pytest.warns(RuntimeWarning, match="give no evidence that the match probabilities rank partners"):
+            T = mad.calibrate_temperature()
+        fake = mad.calibration_[key]
+        assert fake["evidence"] < MIN_CALIBRATION_EVIDENCE and T > 10 * fake["posterior_temperature"]
+        assert fake["objective_at_chance"] == pytest.approx(10 * np.log(50), rel=1e-12)
+    finally:  # the module's fitted model keeps its own calibration
+        mad.calibration_[key] = saved[0]
+        if saved[1] is not None:
+            mad._calibration_potentials[key] = saved[1]
+
+
 def test_temperature_from_few_anchors_may_only_flatten_the_probabilities():
     """Fewer than MIN_CALIBRATION_PAIRS anchor pairs: a warning, and T searched at or above the posterior temperature
     only; it is the posterior temperature itself where nothing above it does better, and it rises where the anchors
