@@ -6,7 +6,8 @@ probability of the matched pairs and their expected calibration error (ECE, 10 b
 
 - the posterior temperature (``temperature="posterior"``: T = 1 for the likelihood cost), and
 - ``temperature="anchors"`` (the default; ``MAD.calibrate_temperature``: T fitted on the anchor pairs re-inferred
-  view by view), with the fitted T and the seconds the calibration took,
+  view by view), with the fitted T, the evidence of its pairs against chance matching (twice the log-likelihood
+  ratio; ``MIN_CALIBRATION_EVIDENCE``) and the seconds the calibration took,
 
 and the ECE that exactly calibrated probabilities would show on as many pairs: the mean ECE of the fitted-T
 probabilities p against outcomes drawn as Bernoulli(p) (Monte Carlo, 2,000 draws). With a few dozen pairs per
@@ -77,11 +78,12 @@ def run(name, problem, seed, num_inducing, ensemble=None, start_members=(), scal
     seconds = time.perf_counter() - start
     fitted_al = model.align(a, b, temperature="anchors")
     fitted = ba.metrics.evaluate(fitted_al, problem)
-    pairs = model.calibration_[(a, b, model.cost)]["pairs"]
+    record = model.calibration_[(a, b, model.cost)]
+    pairs, evidence = record["pairs"], record.get("evidence", float("nan"))  # no evidence: the posterior T (no pair)
     floor = calibrated_floor(fitted_al.probabilities, seed=seed)
     pooled = [_confidence_and_correct(al, problem, None) for al in (posterior_al, fitted_al)]
     print(f"| {name} | {seed} | {posterior['accuracy']:.3f} | {mean_p:.3f} | {posterior['ece']:.3f} | "
-          f"{T:.3g} ({pairs}) | "
+          f"{T:.3g} ({pairs}) | {evidence:.3g} | "
           f"{fitted_al.probabilities.mean():.3f} | {fitted['ece']:.3f} | {floor:.3f} | {seconds:.0f} |", flush=True)
     return (posterior["ece"], fitted["ece"], floor), pooled
 
@@ -108,8 +110,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
-          "mean p (fitted T) | ECE (fitted T) | ECE if calibrated | calibration seconds |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "evidence | mean p (fitted T) | ECE (fitted T) | ECE if calibrated | calibration seconds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     summary, pools = {}, {}
     for name in args.toys and TOYS or []:
         for seed in args.seeds:
