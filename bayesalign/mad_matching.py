@@ -128,7 +128,7 @@ class PosteriorMatching:
         pair 1 / n of the larger pool), so the objective there is :math:`n_\text{pairs} \log n`, and
         ``evidence`` = 2 (objective at chance - objective at T*) is the likelihood-ratio statistic of
         "1 / T = 0"; below ``MIN_CALIBRATION_EVIDENCE`` (its 95% point, the null lying on the boundary, Self & Liang
-        1987) a RuntimeWarning says the probabilities are close to uniform and the pairing is the cost's guess.
+        1987) a RuntimeWarning says that the anchors show no ranking, so the pairing is the cost's guess.
         The result is cached per (a, b, cost) in ``calibration_`` (with the pairs used, the
         objective at T*, at the posterior temperature and at chance, and the evidence).
         """
@@ -208,8 +208,8 @@ class PosteriorMatching:
             warnings.warn(f"views {a!r} and {b!r}: the {len(true_a)} calibration pairs ({record['method']}) give no "
                           f"evidence that the match probabilities rank partners better than chance (twice the "
                           f"log-likelihood ratio against chance matching {evidence:.3g} < MIN_CALIBRATION_EVIDENCE = "
-                          f"{MIN_CALIBRATION_EVIDENCE}); at the fitted T = {T:.4g} they are close to uniform, and the "
-                          f"pairs align() returns are the cost's, not confident ones", RuntimeWarning, stacklevel=3)
+                          f"{MIN_CALIBRATION_EVIDENCE}): treat the pairs align() returns, and their probabilities "
+                          f"at T = {T:.4g}, as the cost's guess", RuntimeWarning, stacklevel=3)
         # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
         # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
         f, g, T0 = nearest(T)
