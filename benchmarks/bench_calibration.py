@@ -28,6 +28,8 @@ before the tenth session used 25 on the toys and 30 on the pairs):
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20 \
         --scalings centred standardised
 
+``--shuffle`` permutes the toys' unaligned rows of view Y2 (``AlignmentProblem.shuffle_unaligned``, seeded), as
+``bench_nonlinear_toy.py`` does: the same data, fitted in another row order, hence another fit of each seed.
 ``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD;
 ``--start-members`` adds one member per start named, fitted from it alone (``start_members``); ``--scalings``
 makes every member once per scaling of the views named (``scalings``).
@@ -107,6 +109,8 @@ def main(argv=None):
     parser.add_argument("--calibration-pairs", default="reinferred", choices=ba.mad.CALIBRATION_PAIRS,
                         help="the anchor pairs the temperature is fitted on (MAD's calibration_pairs; of every "
                         "member with --ensemble)")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="shuffle the toys' unaligned rows of view Y2 (seeded), as bench_nonlinear_toy.py does")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -116,6 +120,8 @@ def main(argv=None):
     for name in args.toys and TOYS or []:
         for seed in args.seeds:
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
+            if args.shuffle:  # another realisation of the same data (the fit sees the rows in another order)
+                problem = problem.shuffle_unaligned(seed=seed)
             values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble, args.start_members,
                                  args.scalings, args.calibration_pairs)
             summary.setdefault(name, []).append(values)
