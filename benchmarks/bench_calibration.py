@@ -21,6 +21,7 @@ The inducing inputs are MAD's default unless ``--num-inducing`` is given (the ta
 before the tenth session used 25 on the toys and 30 on the pairs):
 
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4
+    OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --orders in_order shuffled
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --pairs "mfeat zer-kar" mocap --seeds 0 1 2
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 5 10 20 \
@@ -28,8 +29,10 @@ before the tenth session used 25 on the toys and 30 on the pairs):
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20 \
         --scalings centred standardised
 
-``--shuffle`` permutes the toys' unaligned rows of view Y2 (``AlignmentProblem.shuffle_unaligned``, seeded), as
-``bench_nonlinear_toy.py`` does: the same data, fitted in another row order, hence another fit of each seed.
+``--orders`` fits each toy seed once per order of its unaligned rows named: ``in_order`` (as generated) and
+``shuffled`` (view Y2's unaligned rows permuted, ``AlignmentProblem.shuffle_unaligned``, seeded, as
+``bench_nonlinear_toy.py`` does): the same data seen in another row order, hence another fit; the pooled summary
+covers every fit.
 ``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD;
 ``--start-members`` adds one member per start named, fitted from it alone (``start_members``); ``--scalings``
 makes every member once per scaling of the views named (``scalings``).
@@ -47,6 +50,7 @@ import bayesalign as ba
 from bayesalign.metrics import _confidence_and_correct
 
 TOYS = {"linear_shared": 20, "linear_shared_private": 20, "nonlinear_shared_private": 48}
+ORDERS = ("in_order", "shuffled")
 
 
 def real_pairs():
@@ -109,8 +113,8 @@ def main(argv=None):
     parser.add_argument("--calibration-pairs", default="reinferred", choices=ba.mad.CALIBRATION_PAIRS,
                         help="the anchor pairs the temperature is fitted on (MAD's calibration_pairs; of every "
                         "member with --ensemble)")
-    parser.add_argument("--shuffle", action="store_true",
-                        help="shuffle the toys' unaligned rows of view Y2 (seeded), as bench_nonlinear_toy.py does")
+    parser.add_argument("--orders", nargs="*", default=["in_order"], choices=ORDERS,
+                        help="fit each toy seed once per order of its unaligned rows (default: in_order)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     print("| problem | seed | accuracy | mean p (posterior T) | ECE (posterior T) | T fitted (anchor pairs) | "
@@ -118,11 +122,12 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     summary, pools = {}, {}
     for name in args.toys and TOYS or []:
-        for seed in args.seeds:
+        for order, seed in ((order, seed) for order in args.orders for seed in args.seeds):
             problem = ba.datasets.mad_toy(name, seed=seed).split_anchors(TOYS[name], seed=seed)
-            if args.shuffle:  # another realisation of the same data (the fit sees the rows in another order)
+            if order == "shuffled":  # the same data in another row order: another fit
                 problem = problem.shuffle_unaligned(seed=seed)
-            values, pooled = run(name, problem, seed, args.num_inducing, args.ensemble, args.start_members,
+            label = name if order == "in_order" else f"{name}, shuffled"
+            values, pooled = run(label, problem, seed, args.num_inducing, args.ensemble, args.start_members,
                                  args.scalings, args.calibration_pairs)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
