@@ -584,6 +584,12 @@ def test_temperature_reports_the_evidence_of_its_pairs_against_chance(toy, monke
     rows_a, rows_b, _ = mad.cost_matrix()
     n = record["pairs"]
     assert record["objective_at_chance"] == pytest.approx(n * np.log(max(rows_a.size, rows_b.size) + n), rel=1e-12)
+    # the limit it stands for: the true pairs' -log P of the Sinkhorn marginals at a very large T
+    from bayesalign.matching.matcher import _cost_matrix, sinkhorn_probabilities
+
+    pool_a, pool_b, true_a, true_b = mad._calibration_pool("Y1", "Y2")
+    P = sinkhorn_probabilities(_cost_matrix("likelihood", *pool_a, *pool_b), 1e12, tol=1e-9)  # exp(-C / T) ~ 1
+    assert -np.log(P[true_a, true_b]).sum() == pytest.approx(record["objective_at_chance"], rel=1e-6)
     assert record["evidence"] == pytest.approx(2.0 * (record["objective_at_chance"] - record["objective"]), rel=1e-12)
     assert record["evidence"] > 10 * MIN_CALIBRATION_EVIDENCE  # 10 anchors matched far above chance (1 in 100)
     # pools of independent random points, the last 10 rows of each called the true pairs: nothing to rank by

@@ -322,8 +322,7 @@ class LatentGPBase(BaseEstimator):
             rows.size, device=entity_of.device)
         with torch.no_grad():
             mean = torch.cat([module.q_mean, module.q_mean[old]])  # [E + k, Q]
-            variance = module.q_variance
-            variance = torch.cat([variance, variance[old]])
+            variance = torch.cat([module.q_variance, module.q_variance[old]])
             split = LatentGPModule(
                 outputs=[module.outputs(u) for u in range(module.n_views)], q_mean=mean, q_variance=variance,
                 inducing_inputs=module.inducing_inputs.detach(),
