@@ -761,10 +761,10 @@ class MAD(PosteriorMatching, BaseEstimator):
         """Fit the model on the training rows, then q(x) of every other row; shared dimensions; honesty checks.
 
         ``init`` (a LatentEmbedding) and ``extra_edges`` (entity weights added to the graph prior) are the
-        all-rows model's start and soft correspondences (:meth:`_refine_correspondences`). Without
-        ``init`` the all-rows model tries every start of ``starts`` while ``start_`` is None (the first
-        fit of :meth:`fit`, each bootstrap candidate's), and later refits (self-training) only the start
-        kept then.
+        all-rows model's start (a correspondence round's, a self-training round's) and soft correspondences
+        (:meth:`_refine_correspondences`). Without ``init`` the all-rows model tries every start of
+        ``starts`` while ``start_`` is None (the first fit of :meth:`fit`, each bootstrap candidate's),
+        and afterwards only the start kept then.
         """
         from .gp import shared_dimensions
 
@@ -1186,7 +1186,10 @@ class MAD(PosteriorMatching, BaseEstimator):
         pairs of highest posterior match probability under the current model (the E-step,
         truncated to the confident mutual pairs); tying a pair makes its two rows one entity, and
         the refit maximises the bound of the model in which those rows share one latent point (the
-        M-step). With ``training="all_rows"`` this is the collapsed bound of the whole data set under
+        M-step), starting from the current q(X) means (a new pair's entity at the mean of its two rows',
+        the hyperparameters afresh, as a correspondence round does; refitted from scratch instead, the
+        nonlinear toy's rounds could lose a shared dimension: ``benchmarks/RESULTS.md``, "Self-training
+        from the current fit"). With ``training="all_rows"`` this is the collapsed bound of the whole data set under
         the new correspondence, so the bounds of successive rounds compare models of the same
         rows (``self_training_history_["elbo"]``); with ``training="anchors"`` it is the bound of
         the enlarged anchor set, and the rounds' bounds are not comparable.
@@ -1231,7 +1234,9 @@ class MAD(PosteriorMatching, BaseEstimator):
                 break
             self._discover(a, b, new_a, new_b, al.probabilities[keep], al.costs[keep], round_)
             self.anchors_ = np.vstack([self.anchors_, np.column_stack([new_a, new_b])])
-            self._fit_model(problem)
+            # the M-step goes on from the E-step's model: q(X) starts at the current means (a new pair's entity at
+            # the mean of its two rows'); refitted from scratch, a round lost the shared dimensions it had
+            self._fit_model(problem, init=self.embedding_)
         added = sum(entry["added"] for entry in self.self_training_history_)
         if self.bootstrap_ is not None:
             self.bootstrap_["self_training_added"] = int(added)
