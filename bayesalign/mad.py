@@ -32,6 +32,7 @@ rounds, self-training, calibration, the streaming matcher and align all work on 
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 
@@ -441,7 +442,10 @@ class MAD(PosteriorMatching, BaseEstimator):
     self_training_history_ : list of dict
         Per round: ``round``, ``n_anchors`` (training rows), ``added``, ``correct`` (how many
         added pairs are true; None without truth), ``accuracy`` (of the whole alignment at the
-        start of the round, discovered pairs included; None without truth), ``elbo``.
+        start of the round, discovered pairs included; None without truth), ``elbo`` (at the start of
+        the round), ``anchor_foscttm`` (the anchors' FOSCTTM after the round's refit; None where the
+        anchors do not judge the rounds) and ``kept`` (whether the round's pairs and refit were kept;
+        None where it added none).
     bootstrap_ : dict or None
         A fit without anchors: the kept candidate's ``method``, ``pairs`` (its unsupervised
         starting pairs), ``correct`` (None without truth), ``self_training_added``; ``candidates``,
@@ -1180,6 +1184,12 @@ class MAD(PosteriorMatching, BaseEstimator):
         (``discovered_``), refits MRD and infers the remaining rows again; it stops when no
         pair qualifies or after ``max_rounds``. This is the paper's future work ("adding only
         pairs which the model are relatively certain about and update the model", section 5).
+        With at least ``MIN_CALIBRATION_PAIRS`` given anchor pairs, the anchors judge each round as they
+        judge a correspondence round: each anchor pair is inferred again from each view alone under the
+        refitted model, and the round is kept unless the FOSCTTM of those pairs among the rows unaligned
+        when self-training began (a tied row by its entity's posterior) is higher than before it (a tie, often at 0 where the anchors are few and easy, keeps it); otherwise
+        the model goes back to the state before the round and self-training stops (tied pairs that look certain can be wrong on real data, and a refit can lose
+        more than right pairs bring: ``benchmarks/RESULTS.md``, "Self-training from the current fit").
         Appends one entry per round to ``self_training_history_``.
 
         What each step increases (hard EM over the correspondence): the matching step picks the
@@ -1205,6 +1215,12 @@ class MAD(PosteriorMatching, BaseEstimator):
             raise ValueError(f"max_rounds must be >= 0, got {max_rounds!r}")
         a, b = problem.views.names
         truth = _truth_pairs(problem, a, b)
+        # the given anchors judge each round, as they judge the correspondence rounds (none: every round is kept)
+        judged = len(problem.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
+        # among the rows unaligned now, whichever a round ties: a pool that shrank would lose the rows easiest
+        # to tell apart from an anchor, and its FOSCTTM would rise with no change in the model
+        pool = {"rows": self.cost_matrix(a, b)[:2]} if judged else None
+        best_score = self._anchor_foscttm(a, b, **pool) if judged else None
         for round_ in range(1, max_rounds + 1):
             rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]
             # the posterior temperature: the pairs the model itself is sure of (the rounds measured with it)
@@ -1227,16 +1243,25 @@ class MAD(PosteriorMatching, BaseEstimator):
                 held = [i for i in full.candidates_a.tolist() if i in partner]
                 right = sum(partner.get(int(i)) == int(j) for i, j in zip(full.index_a, full.index_b))
                 accuracy = right / max(len(held), 1)
-            self.self_training_history_.append({"round": round_, "n_anchors": len(self.anchors_),
-                                                "added": int(keep.size), "correct": correct,
-                                                "accuracy": accuracy, "elbo": float(self.model_.elbo())})
+            entry = {"round": round_, "n_anchors": len(self.anchors_), "added": int(keep.size), "correct": correct,
+                     "accuracy": accuracy, "elbo": float(self.model_.elbo()), "anchor_foscttm": None, "kept": None}
+            self.self_training_history_.append(entry)
             if keep.size == 0:
                 break
+            before = {**self.__dict__, "discovered_": copy.deepcopy(self.discovered_)}  # _discover adds in place
             self._discover(a, b, new_a, new_b, al.probabilities[keep], al.costs[keep], round_)
             self.anchors_ = np.vstack([self.anchors_, np.column_stack([new_a, new_b])])
             # the M-step goes on from the E-step's model: q(X) starts at the current means (a new pair's entity at
             # the mean of its two rows'); refitted from scratch, a round lost the shared dimensions it had
             self._fit_model(problem, init=self.embedding_)
+            entry["kept"] = True
+            if judged:
+                score = entry["anchor_foscttm"] = self._anchor_foscttm(a, b, **pool)
+                if not (np.isfinite(score) and score <= best_score):  # the anchors say the round made it worse
+                    entry["kept"] = False
+                    self.__dict__.update(before)  # the history list is shared: this entry stays in it
+                    break
+                best_score = score
         added = sum(entry["added"] for entry in self.self_training_history_)
         if self.bootstrap_ is not None:
             self.bootstrap_["self_training_added"] = int(added)
@@ -1656,14 +1681,21 @@ class MAD(PosteriorMatching, BaseEstimator):
         return (rows_a[keep_a], mean_a[keep_a][:, dims], var_a[keep_a][:, dims],
                 rows_b[keep_b], mean_b[keep_b][:, dims], var_b[keep_b][:, dims], dims)
 
-    def _anchor_pool(self, a, b, cost=None, held_out: bool = False):
+    def _anchor_pool(self, a, b, cost=None, held_out: bool = False, rows=None):
         """The unaligned rows of a and b with the anchor pairs appended, each anchor inferred again from
         its own view alone (the fitted model fixed, as if unaligned; ``held_out``: held out of a continuation
         of the fit instead, :meth:`_held_out_pairs`): the pools' posteriors (means,
         variances) [n_a + n, |shared|] and [n_b + n, |shared|] in the shared dimensions, as ``cost``
         compares them (:meth:`_candidates`, the misfit from the re-inferred anchors), and the positions of the
-        n true anchor pairs in them."""
-        _, ma, va, _, mb, vb, _ = self._candidates(a, b, cost)
+        n true anchor pairs in them. ``rows`` (rows of a, rows of b) replaces the unaligned rows by those
+        rows' posteriors in the fit (a pair self-training tied: its entity's), so that pools of fits with
+        different discovered pairs hold the same rows."""
+        if rows is None:
+            _, ma, va, _, mb, vb, _ = self._candidates(a, b, cost)
+        else:
+            emb, dims = self._match_embedding(a, b, self.cost if cost is None else cost)
+            ma, va = emb.means[a][rows[0]][:, dims], emb.variance_of(a)[rows[0]][:, dims]
+            mb, vb = emb.means[b][rows[1]][:, dims], emb.variance_of(b)[rows[1]][:, dims]
         xa_mean, xa_var, xb_mean, xb_var = (self._held_out_pairs(a, b) if held_out else
                                             self._reinferred_anchors(a, b))
         misfit = self._misfit_for(a, b, cost)

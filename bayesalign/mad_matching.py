@@ -233,14 +233,14 @@ class PosteriorMatching:
             return fitted, None
         return fitted, saved[2]
 
-    def _anchor_foscttm(self, a, b) -> float:
-        """FOSCTTM of the anchor pairs re-inferred view by view (:meth:`_anchor_pool`) among the unaligned rows:
-        how well the fitted model aligns rows it did not see as unaligned (a validation score; biased
-        low, because the anchors shaped the model)."""
+    def _anchor_foscttm(self, a, b, **pool) -> float:
+        """FOSCTTM of the anchor pairs re-inferred view by view (:meth:`_anchor_pool`, with the options ``pool``)
+        among the unaligned rows: how well the fitted model aligns rows it did not see as unaligned (a
+        validation score; biased low, because the anchors shaped the model)."""
         from .data import Correspondence
         from .metrics import foscttm
 
-        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b)  # ranks from the cost's row blocks, never n x n
+        pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, **pool)  # ranks from the cost's blocks, never n x n
         return foscttm(cost_source(self.cost, *pool_a, *pool_b), Correspondence((a, b), true_a, true_b))
 
     def cost_matrix(self, a=None, b=None, cost: str | None = None):
