@@ -1187,9 +1187,11 @@ class MAD(PosteriorMatching, BaseEstimator):
         With at least ``MIN_CALIBRATION_PAIRS`` given anchor pairs, the anchors judge each round as they
         judge a correspondence round: each anchor pair is inferred again from each view alone under the
         refitted model, and the round is kept unless the FOSCTTM of those pairs among the rows unaligned
-        when self-training began (a tied row by its entity's posterior) is higher than before it (a tie, often at 0 where the anchors are few and easy, keeps it); otherwise
-        the model goes back to the state before the round and self-training stops (tied pairs that look certain can be wrong on real data, and a refit can lose
-        more than right pairs bring: ``benchmarks/RESULTS.md``, "Self-training from the current fit").
+        when self-training began (a tied row by its entity's posterior) is higher than before it (a tie,
+        often at 0 where the anchors are few and easy, keeps it); otherwise the model goes back to the
+        state before the round and self-training stops (tied pairs that look certain can be wrong on real
+        data, and a refit can lose more than right pairs bring: ``benchmarks/RESULTS.md``, "Self-training
+        from the current fit").
         Appends one entry per round to ``self_training_history_``.
 
         What each step increases (hard EM over the correspondence): the matching step picks the
