@@ -274,7 +274,7 @@ def _saved(mad, tmp_path):
     return path
 
 
-def test_a_self_training_round_the_anchors_judge_worse_is_undone(toy):
+def test_a_self_training_round_the_anchors_judge_worse_is_undone(toy, tmp_path):
     from bayesalign.metrics import evaluate
 
     problem, mad, _ = toy
@@ -291,6 +291,8 @@ def test_a_self_training_round_the_anchors_judge_worse_is_undone(toy):
     np.testing.assert_array_equal(trained.model_.latent_.means["Y1"], mad.model_.latent_.means["Y1"])
     assert evaluate(trained.align(), problem)["accuracy"] == before
     assert mad.self_training_history_ == []  # the original is untouched
+    trained.save(tmp_path / "undone.npz")  # the record of the undone round is saved with the model
+    assert type(trained).load(tmp_path / "undone.npz").self_training_history_ == trained.self_training_history_
 
 
 def test_self_training_adds_right_pairs(toy, monkeypatch):
