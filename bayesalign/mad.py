@@ -1198,13 +1198,15 @@ class MAD(PosteriorMatching, BaseEstimator):
         pairs of highest posterior match probability under the current model (the E-step,
         truncated to the confident mutual pairs); tying a pair makes its two rows one entity, and
         the refit maximises the bound of the model in which those rows share one latent point (the
-        M-step), starting from the current q(X) means (a new pair's entity at the mean of its two rows',
-        the hyperparameters afresh, as a correspondence round does; refitted from scratch instead, the
-        nonlinear toy's rounds could lose a shared dimension: ``benchmarks/RESULTS.md``, "Self-training
-        from the current fit"). With ``training="all_rows"`` this is the collapsed bound of the whole data set under
-        the new correspondence, so the bounds of successive rounds compare models of the same
-        rows (``self_training_history_["elbo"]``); with ``training="anchors"`` it is the bound of
-        the enlarged anchor set, and the rounds' bounds are not comparable.
+        M-step). With ``training="all_rows"`` the refit starts from the current q(X) means (a new pair's
+        entity at the mean of its two rows', the hyperparameters afresh, as a correspondence round does;
+        refitted from scratch instead, the nonlinear toy's rounds could lose a shared dimension:
+        ``benchmarks/RESULTS.md``, "Self-training from the current fit"); the paper's anchors-only MRD is
+        fitted to the enlarged anchor set from its start, as the first fit was. With ``training="all_rows"``
+        the bound is the collapsed bound of the whole data set under the new correspondence, so the bounds of
+        successive rounds compare models of the same rows (``self_training_history_["elbo"]``); with
+        ``training="anchors"`` it is the bound of the enlarged anchor set, and the rounds' bounds are not
+        comparable.
         """
         self._check_fitted()
         problem = self.problem_
