@@ -8,7 +8,7 @@ accuracy of the unaligned rows, then the mean accuracy and mean Kendall-tau dist
 - the default followed by up to 3 rounds of soft correspondence (``correspondence_rounds=3``),
 - the all-rows model with p(X) = N(0, I),
 - the default followed by self-training (``fit(self_training=True)``: confident mutual pairs tied, the model
-  refitted from its current q(X), up to 5 rounds),
+  refitted from its current q(X), each round judged by the anchors and undone if they rank worse, up to 5 rounds),
 - the paper's procedure (anchors only),
 - the pool of MAD fits with 10 and 20 latent dimensions, and with 5, 10 and 20 (``MADEnsemble``; each fit with
   MAD's defaults is made once per seed and shared by the variants; their seconds count every member's fit), and
