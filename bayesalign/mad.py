@@ -1223,7 +1223,7 @@ class MAD(PosteriorMatching, BaseEstimator):
         judged = len(problem.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
         # among the rows unaligned now, whichever a round ties: a pool that shrank would lose the rows easiest
         # to tell apart from an anchor, and its FOSCTTM would rise with no change in the model
-        pool = {"rows": self.cost_matrix(a, b)[:2]} if judged else None
+        pool = {"rows": self._shared_posteriors(a, b)[::3][:2]} if judged else None
         best_score = self._anchor_foscttm(a, b, **pool) if judged else None
         for round_ in range(1, max_rounds + 1):
             rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]
