@@ -8,6 +8,7 @@ likelihoods aligns better than either on most pairs: their errors are partly ind
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 
@@ -100,7 +101,7 @@ def _describe(member) -> str:
     return f"latent_dim {member.latent_dim}{alone}{', standardised' if member.standardize else ''}"
 
 
-def _fit_member(member, problem: AlignmentProblem, record: bool, optional: bool = False):
+def _fit_member(member, problem: AlignmentProblem, optional: bool, record: bool):
     """(the fitted member or None, its seconds, its warnings as (category, message) when ``record``, why it was left
     out or None): one member's fit, in this process or a worker's (whose warnings would otherwise be lost). An
     ``optional`` member (one of ``start_members``) whose start cannot be computed on ``problem`` is left out."""
@@ -119,6 +120,32 @@ def _fit_member(member, problem: AlignmentProblem, record: bool, optional: bool 
         else:
             reason = None
     return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []], reason
+
+
+def _tie_member(member, a, b, index_a, index_b, probability, cost, round_, record: bool):
+    """(a copy of ``member`` with the pairs tied and refitted, :meth:`MAD._tie`; its seconds; its warnings as
+    (category, message) when ``record``): one member's M-step of the ensemble's self-training, in this process or
+    a worker's. The member given is not modified (the ensemble goes back to it when the anchors judge the round
+    worse)."""
+    start = time.perf_counter()
+    member = copy.deepcopy(member)
+    with warnings.catch_warnings(record=record) as caught:
+        if record:
+            warnings.simplefilter("default")
+        member._tie(a, b, index_a, index_b, probability, cost, round_)
+        member._report_convergence()
+    return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
+
+
+def _discovered_pairs(model) -> dict:
+    """The pairs a fitted MAD discovered (self-training or a bootstrap): {(a, b) in sorted order: {(i, j), ...}}."""
+    out = {}
+    for (a, b), found in model.discovered_.items():
+        pairs = zip(found["index_a"].tolist(), found["index_b"].tolist())
+        if b < a:
+            a, b, pairs = b, a, ((j, i) for i, j in pairs)
+        out.setdefault((a, b), set()).update(pairs)
+    return {key: pairs for key, pairs in out.items() if pairs}
 
 
 class MADEnsemble(PosteriorMatching, BaseEstimator):
@@ -293,28 +320,23 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                 raise TypeError(f"estimators[{k}] is a {type(member).__name__}, not a MAD")
         return [clone(member).set_params(**device) for member in self.estimators], [False] * len(self.estimators)
 
-    def fit(self, problem: AlignmentProblem) -> MADEnsemble:
+    def fit(self, problem: AlignmentProblem, self_training: bool = False, confidence_threshold: float = 0.9,
+            max_rounds: int = 5) -> MADEnsemble:
         """Fit every member on ``problem`` (which needs anchors; not modified), then pool them (lazily: the
-        members' temperatures and misfits are fitted at the first use, per pair of views)."""
+        members' temperatures and misfits are fitted at the first use, per pair of views).
+
+        ``self_training``: then run :meth:`self_train` (``confidence_threshold``, ``max_rounds``). Two views only.
+        """
         self._check_params()
         if not isinstance(problem, AlignmentProblem):
             raise TypeError(f"MADEnsemble.fit expects an AlignmentProblem, got {type(problem).__name__}")
         if not sum(len(corr) for corr in problem.anchors.values()):
             raise ValueError("MADEnsemble pools fits of a problem with anchors; this one has none (MAD bootstraps "
                              "anchors without supervision: fit a single MAD)")
+        if self_training:  # checked before the (slow) fits
+            self._check_self_training(problem, confidence_threshold, max_rounds)
         (members, optional), start = self._members_and_roles(), time.perf_counter()
-        jobs = 1 if self.n_jobs is None else int(self.n_jobs)
-        if jobs == 1 or len(members) == 1:
-            fitted = [_fit_member(member, problem, False, opt) for member, opt in zip(members, optional)]
-        else:
-            from joblib import Parallel, delayed
-
-            jobs = len(members) if jobs < 0 else min(jobs, len(members))
-            fitted = Parallel(n_jobs=jobs, backend="loky")(
-                delayed(_fit_member)(member, problem, True, opt) for member, opt in zip(members, optional))
-            for k, (_, _, caught, _) in enumerate(fitted):
-                for category, message in caught:  # the worker's warnings, issued here
-                    warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category, stacklevel=2)
+        fitted = self._each_member(_fit_member, members, [(problem, opt) for opt in optional])
         left_out = []
         for k, (_, _, _, reason) in enumerate(fitted):
             if reason is not None:
@@ -326,7 +348,89 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         self.members_left_out_ = left_out
         self.timings_ = {"member_seconds": [t for _, t in kept], "fit_seconds": float(sum(t for _, t, _, _ in fitted)),
                          "wall_seconds": time.perf_counter() - start}
+        if self_training:
+            self.self_train(confidence_threshold, max_rounds)
         return self
+
+    def _each_member(self, function, members: list, arguments: list) -> list:
+        """``function(member, *arguments[k], record)`` for every member k, one after the other in this process or
+        at once in ``n_jobs`` worker processes (joblib's loky backend), whose recorded warnings (the results'
+        third entry) are issued here, naming the member."""
+        jobs = 1 if self.n_jobs is None else int(self.n_jobs)
+        if jobs == 1 or len(members) == 1:
+            return [function(member, *args, False) for member, args in zip(members, arguments)]
+        from joblib import Parallel, delayed
+
+        jobs = len(members) if jobs < 0 else min(jobs, len(members))
+        out = Parallel(n_jobs=jobs, backend="loky")(delayed(function)(member, *args, True)
+                                                    for member, args in zip(members, arguments))
+        for k, result in enumerate(out):
+            for category, message in result[2]:  # the worker's warnings, issued here
+                warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category, stacklevel=3)
+        return out
+
+    @staticmethod
+    def _check_self_training(problem: AlignmentProblem, confidence_threshold, max_rounds) -> None:
+        if len(problem.views) != 2:
+            raise ValueError(f"self-training is implemented for two views; this problem has {len(problem.views)}")
+        if not 0 < float(confidence_threshold) <= 1:
+            raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
+        if int(max_rounds) < 0:
+            raise ValueError(f"max_rounds must be >= 0, got {max_rounds!r}")
+
+    def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MADEnsemble:
+        """Tie the pairs the pool is sure of in every member and refit them, round after round (two views).
+
+        As :meth:`MAD.self_train`, with the pool's match distribution in the E-step: each round aligns the two
+        views on the pooled cost (Hungarian; the Sinkhorn probabilities of the product of the members' tempered
+        match likelihoods, at the posterior temperature T = 1), keeps the pairs whose probability is at least
+        ``confidence_threshold`` and that are mutual nearest neighbours under the pooled cost, and ties them in
+        every member (the M-step: each member's model, with each pair's two rows one entity, refitted from its
+        current q(X); in ``n_jobs`` processes at once when set), so that the members keep matching the same rows.
+        The members' temperatures are fitted again, and with at least ``MIN_CALIBRATION_PAIRS`` given anchor
+        pairs the pool's anchors judge the round (their FOSCTTM under the pooled cost, among the rows unaligned
+        when self-training began): a round that makes it worse is undone (every member as before it) and
+        self-training stops. One entry per round in ``self_training_history_`` (``elbo``: each member's bound).
+
+        What each step increases: the E-step picks the pairs of highest pooled match probability (a logarithmic
+        opinion pool of the members' posteriors over the correspondence, truncated to the confident mutual
+        pairs); the M-step raises each member's own bound under the new correspondence (each member's bound
+        covers the same rows, so a member's successive bounds are comparable; the pool has no bound of its own).
+        """
+        self._check_fitted()
+        self._check_self_training(self.problem_, confidence_threshold, max_rounds)
+        a, b = self.problem_.views.names
+        from .mad import _truth_pairs
+
+        start = time.perf_counter()
+        self._self_train_rounds(a, b, float(confidence_threshold), int(max_rounds),
+                                truth=_truth_pairs(self.problem_, a, b))
+        self.timings_["self_training_seconds"] = (self.timings_.get("self_training_seconds", 0.0)
+                                                  + time.perf_counter() - start)
+        return self
+
+    # -- the hooks of PosteriorMatching._self_train_rounds ----------------------------------------
+    def _tie(self, a, b, index_a, index_b, probability, cost, round_) -> None:
+        """Tie the pairs in a copy of every member and refit them (:func:`_tie_member`); the pool's temperatures
+        are fitted again at their next use."""
+        arguments = [(a, b, index_a, index_b, probability, cost, round_)] * len(self.estimators_)
+        self.estimators_ = [member for member, _, _ in self._each_member(_tie_member, self.estimators_, arguments)]
+        self.converged_ = all(bool(m.converged_) for m in self.estimators_)
+        self.calibration_, self._calibration_potentials = {}, {}
+
+    def _n_tied(self) -> int:
+        return len(self.estimators_[0].anchors_)
+
+    def _bound(self) -> list:
+        return [float(member.model_.elbo()) for member in self.estimators_]
+
+    def _snapshot(self) -> dict:
+        # the members are replaced by refitted copies (_tie_member), never modified: keeping the list keeps them
+        return {"estimators_": list(self.estimators_), "converged_": self.converged_,
+                "calibration_": self.calibration_, "_calibration_potentials": self._calibration_potentials}
+
+    def _restore(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     @classmethod
     def from_fitted(cls, models, cost: str = "likelihood", temperature: float | str | None = "anchors",
@@ -357,11 +461,14 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             if not _same_problem(member.problem_, problem):
                 raise ValueError(f"member {k} was fitted on another problem (other views or anchors) than the "
                                  "ensemble's; every member must see the same rows")
-            if any(len(found["index_a"]) for found in member.discovered_.values()):
-                raise ValueError(f"member {k} discovered pairs of its own (self-training or a bootstrap), so its "
-                                 "rows to match differ from the others'; pool fits given anchors only")
+            if _discovered_pairs(member) != _discovered_pairs(members[0]):
+                raise ValueError(f"member {k} discovered other pairs (self-training or a bootstrap) than member 0, "
+                                 "so its rows to match differ from the others'; pool fits given anchors only, or "
+                                 "self-train the ensemble (MADEnsemble.self_train), which ties the same pairs in "
+                                 "every member")
         self.estimators_ = members
         self.members_left_out_ = []
+        self.self_training_history_ = []
         self.problem_ = problem
         self.converged_ = all(bool(m.converged_) for m in members)
         self.calibration_ = {}
@@ -440,13 +547,13 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     def _misfit_for(self, a, b, cost=None):
         return None  # each member's misfit is inside its coordinates (_candidates)
 
-    def _anchor_pool(self, a, b, cost=None, calibration: bool = False):
-        """Every member's pool (:meth:`MAD._anchor_pool`: the unaligned rows, then the anchor pairs inferred again
-        from each view alone; ``calibration``: those each member's temperature is fitted on,
+    def _anchor_pool(self, a, b, cost=None, calibration: bool = False, rows=None):
+        """Every member's pool (:meth:`MAD._anchor_pool`: the unaligned rows, or ``rows``, then the anchor pairs
+        inferred again from each view alone; ``calibration``: those each member's temperature is fitted on,
         :meth:`MAD._calibration_pool`), tempered and concatenated along the dimensions."""
         cost = self.cost if cost is None else cost
         temperatures = self.member_temperatures(a, b, cost)
-        pools = [(member._calibration_pool if calibration else member._anchor_pool)(a, b, cost)
+        pools = [member._calibration_pool(a, b, cost) if calibration else member._anchor_pool(a, b, cost, rows=rows)
                  for member in self._active(a, b)]
         true_a, true_b = pools[0][2], pools[0][3]
         side_a = [_tempered(*pool[0], T, cost) for pool, T in zip(pools, temperatures)]
@@ -476,7 +583,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         return pooled, np.arange(pooled.means[a].shape[1])
 
     def _discovered_between(self, a, b):
-        return None  # members with discovered pairs are refused (_pool)
+        return self.estimators_[0]._discovered_between(a, b)  # every member's are the same (_pool, self_train)
 
     def _align_info(self, a, b, cost, dims) -> dict:
         active = self._active(a, b)

@@ -1218,54 +1218,7 @@ class MAD(PosteriorMatching, BaseEstimator):
         if max_rounds < 0:
             raise ValueError(f"max_rounds must be >= 0, got {max_rounds!r}")
         a, b = problem.views.names
-        truth = _truth_pairs(problem, a, b)
-        # the given anchors judge each round, as they judge the correspondence rounds (none: every round is kept)
-        judged = len(problem.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
-        # among the rows unaligned now, whichever a round ties: a pool that shrank would lose the rows easiest
-        # to tell apart from an anchor, and its FOSCTTM would rise with no change in the model
-        pool = {"rows": self._shared_posteriors(a, b)[::3][:2]} if judged else None
-        best_score = self._anchor_foscttm(a, b, **pool) if judged else None
-        for round_ in range(1, max_rounds + 1):
-            rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]
-            # the posterior temperature: the pairs the model itself is sure of (the rounds measured with it)
-            al = self.align(a, b, matcher="hungarian", include_discovered=False, temperature="posterior")
-            mutual = mutual_nearest(C)
-            pos_a, pos_b = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
-            keep = np.flatnonzero((al.probabilities >= threshold) & mutual[pos_a, pos_b])
-            # leave at least one row of each view to align (fit refuses a view with none)
-            room = min(rows_a.size, rows_b.size) - 1
-            if keep.size > room:
-                keep = keep[np.argsort(-al.probabilities[keep], kind="stable")[:max(room, 0)]]
-            new_a, new_b = al.index_a[keep], al.index_b[keep]
-            correct = accuracy = None
-            if truth is not None:
-                correct = int(sum((int(i), int(j)) in truth for i, j in zip(new_a, new_b)))
-                # accuracy of the whole current alignment (discovered pairs + this matching) on the
-                # rows of a that were unaligned in the problem and have a true partner
-                full = self.align(a, b, matcher="hungarian", temperature="posterior")
-                partner = dict(truth)
-                held = [i for i in full.candidates_a.tolist() if i in partner]
-                right = sum(partner.get(int(i)) == int(j) for i, j in zip(full.index_a, full.index_b))
-                accuracy = right / max(len(held), 1)
-            entry = {"round": round_, "n_anchors": len(self.anchors_), "added": int(keep.size), "correct": correct,
-                     "accuracy": accuracy, "elbo": float(self.model_.elbo()), "anchor_foscttm": None, "kept": None}
-            self.self_training_history_.append(entry)
-            if keep.size == 0:
-                break
-            before = {**self.__dict__, "discovered_": copy.deepcopy(self.discovered_)}  # _discover adds in place
-            self._discover(a, b, new_a, new_b, al.probabilities[keep], al.costs[keep], round_)
-            self.anchors_ = np.vstack([self.anchors_, np.column_stack([new_a, new_b])])
-            # the M-step goes on from the E-step's model: q(X) starts at the current means (a new pair's entity at
-            # the mean of its two rows'); refitted from scratch, a round lost the shared dimensions it had
-            self._fit_model(problem, init=self.embedding_)
-            entry["kept"] = True
-            if judged:
-                score = entry["anchor_foscttm"] = self._anchor_foscttm(a, b, **pool)
-                if not (np.isfinite(score) and score <= best_score):  # the anchors say the round made it worse
-                    entry["kept"] = False
-                    self.__dict__.update(before)  # the history list is shared: this entry stays in it
-                    break
-                best_score = score
+        self._self_train_rounds(a, b, threshold, max_rounds, truth=_truth_pairs(problem, a, b))
         added = sum(entry["added"] for entry in self.self_training_history_)
         if self.bootstrap_ is not None:
             self.bootstrap_["self_training_added"] = int(added)
@@ -1277,6 +1230,27 @@ class MAD(PosteriorMatching, BaseEstimator):
         if not getattr(self, "_in_fit", False):  # called on its own, after fit
             self._report_convergence()
         return self
+
+    # -- the hooks of PosteriorMatching._self_train_rounds ----------------------------------------
+    def _tie(self, a, b, index_a, index_b, probability, cost, round_) -> None:
+        """Add the pairs to the anchors (``discovered_``) and refit; the all-rows model goes on from the current
+        q(X) (a new pair's entity at the mean of its two rows'; refitted from scratch, a round lost the shared
+        dimensions it had)."""
+        self._discover(a, b, index_a, index_b, probability, cost, round_)
+        self.anchors_ = np.vstack([self.anchors_, np.column_stack([index_a, index_b])])
+        self._fit_model(self.problem_, init=self.embedding_)
+
+    def _n_tied(self) -> int:
+        return len(self.anchors_)
+
+    def _bound(self) -> float:
+        return float(self.model_.elbo())
+
+    def _snapshot(self) -> dict:
+        return {**self.__dict__, "discovered_": copy.deepcopy(self.discovered_)}  # _discover adds in place
+
+    def _restore(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def _discovered_between(self, a, b) -> dict | None:
         """The pairs bootstrap / self-training discovered between a and b, oriented (a, b) (they are stored under

@@ -249,7 +249,8 @@ def save_ensemble(ensemble, path) -> None:
             arrays[f"members/{k}"] = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
     meta = {"format": ENSEMBLE_FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params),
             "n_members": len(ensemble.estimators_), "timings": _jsonable(getattr(ensemble, "timings_", {})),
-            "members_left_out": _jsonable(getattr(ensemble, "members_left_out_", []))}
+            "members_left_out": _jsonable(getattr(ensemble, "members_left_out_", [])),
+            "self_training_history": _jsonable(getattr(ensemble, "self_training_history_", []))}
     arrays["meta"] = np.array(json.dumps(meta))
     with atomic_write(Path(path), "wb") as handle:
         np.savez(handle, **arrays)
@@ -280,4 +281,5 @@ def _read_ensemble(path, device):
     ensemble._pool(members, members[0].problem_)
     ensemble.timings_ = meta["timings"]
     ensemble.members_left_out_ = meta.get("members_left_out", [])  # files of the twenty-first session have none
+    ensemble.self_training_history_ = meta.get("self_training_history", [])  # none before the twenty-seventh
     return ensemble

@@ -19,7 +19,11 @@ Hooks the host class implements:
   ``_calibration_method()``: their name in ``calibration_``;
 - ``_match_embedding(a, b, cost)``: every row's coordinates as :func:`~bayesalign.matching.match` compares them;
 - ``_discovered_between(a, b)``: pairs the fit found itself (None: none), reported by :meth:`align`;
-- ``_align_info(a, b, cost, dims)``: what :meth:`align` adds to the alignment's ``info``.
+- ``_align_info(a, b, cost, dims)``: what :meth:`align` adds to the alignment's ``info``;
+- for self-training (:meth:`~PosteriorMatching._self_train_rounds`): ``self_training_history_`` (a list),
+  ``_tie(a, b, index_a, index_b, probability, cost, round_)`` (make the pairs one entity each and refit),
+  ``_n_tied()`` (the anchor groups the model is fitted with, discovered ones included), ``_bound()``,
+  ``_snapshot()`` and ``_restore(state)`` (the fitted state before a round, and going back to it).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from .matching import (
     COSTS,
     linear_assignment,
     match,
+    mutual_nearest,
     pair_costs,
     posterior_marginals,
     posterior_temperature,
@@ -242,6 +247,63 @@ class PosteriorMatching:
 
         pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, **pool)  # ranks from the cost's blocks, never n x n
         return foscttm(cost_source(self.cost, *pool_a, *pool_b), Correspondence((a, b), true_a, true_b))
+
+    def _self_train_rounds(self, a, b, confidence_threshold: float, max_rounds: int, truth=None) -> None:
+        """Self-training's rounds between views a and b (hard EM over the correspondence; :meth:`MAD.self_train`
+        and :meth:`MADEnsemble.self_train` say what each step increases).
+
+        Each round aligns a and b (Hungarian on the cost, the Sinkhorn probabilities at the posterior
+        temperature: the pairs the model itself is sure of), keeps the pairs whose probability is at least
+        ``confidence_threshold`` and that are mutual nearest neighbours under the cost, ties them (``_tie``: each
+        pair one entity, the model refitted from its current state) and appends an entry to
+        ``self_training_history_``; it stops when no pair qualifies or after ``max_rounds``. With at least
+        ``MIN_CALIBRATION_PAIRS`` given anchor pairs between a and b the anchors judge each round: it is kept
+        unless their FOSCTTM (:meth:`_anchor_foscttm`), among the rows unaligned when self-training began (a tied
+        row by its entity's posterior, so that the pool stays the same rows), rises; otherwise the state before
+        the round comes back (``_restore``) and self-training stops. ``truth``: the true pairs, for the entries'
+        ``correct`` and ``accuracy`` (None: not reported).
+        """
+        judged = len(self.problem_.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
+        # among the rows unaligned now, whichever a round ties: a pool that shrank would lose the rows easiest
+        # to tell apart from an anchor, and its FOSCTTM would rise with no change in the model
+        pool = {"rows": self._shared_posteriors(a, b)[::3][:2]} if judged else None
+        best_score = self._anchor_foscttm(a, b, **pool) if judged else None
+        for round_ in range(1, int(max_rounds) + 1):
+            rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]: the mutual nearest neighbours need all of it
+            al = self.align(a, b, matcher="hungarian", include_discovered=False, temperature="posterior")
+            mutual = mutual_nearest(C)
+            pos_a, pos_b = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
+            keep = np.flatnonzero((al.probabilities >= confidence_threshold) & mutual[pos_a, pos_b])
+            # leave at least one row of each view to align (a fit refuses a view with none)
+            room = min(rows_a.size, rows_b.size) - 1
+            if keep.size > room:
+                keep = keep[np.argsort(-al.probabilities[keep], kind="stable")[:max(room, 0)]]
+            new_a, new_b = al.index_a[keep], al.index_b[keep]
+            correct = accuracy = None
+            if truth is not None:
+                correct = int(sum((int(i), int(j)) in truth for i, j in zip(new_a, new_b)))
+                # accuracy of the whole current alignment (discovered pairs + this matching) on the rows of a that
+                # were unaligned in the problem and have a true partner
+                full = self.align(a, b, matcher="hungarian", temperature="posterior")
+                partner = dict(truth)
+                held = [i for i in full.candidates_a.tolist() if i in partner]
+                right = sum(partner.get(int(i)) == int(j) for i, j in zip(full.index_a, full.index_b))
+                accuracy = right / max(len(held), 1)
+            entry = {"round": round_, "n_anchors": self._n_tied(), "added": int(keep.size), "correct": correct,
+                     "accuracy": accuracy, "elbo": self._bound(), "anchor_foscttm": None, "kept": None}
+            self.self_training_history_.append(entry)
+            if keep.size == 0:
+                break
+            before = self._snapshot()
+            self._tie(a, b, new_a, new_b, al.probabilities[keep], al.costs[keep], round_)
+            entry["kept"] = True
+            if judged:
+                score = entry["anchor_foscttm"] = self._anchor_foscttm(a, b, **pool)
+                if not (np.isfinite(score) and score <= best_score):  # the anchors say the round made it worse
+                    entry["kept"] = False
+                    self._restore(before)  # the history list is shared: this entry stays in it
+                    break
+                best_score = score
 
     def cost_matrix(self, a=None, b=None, cost: str | None = None):
         """(rows_a, rows_b, C): the cost between the unaligned rows of a and b, in their shared dimensions.

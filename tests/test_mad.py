@@ -319,7 +319,7 @@ def test_self_training_adds_right_pairs(toy, monkeypatch):
 
     problem, mad, _ = toy
     # without the anchors' judge (too few anchor pairs to judge on), the round is kept
-    monkeypatch.setattr("bayesalign.mad.MIN_CALIBRATION_PAIRS", 11)
+    monkeypatch.setattr("bayesalign.mad_matching.MIN_CALIBRATION_PAIRS", 11)
     trained = copy.deepcopy(mad).self_train(confidence_threshold=0.9, max_rounds=1)
     first = trained.self_training_history_[0]
     # measured: 54 pairs added in round 1, all 54 right; accuracy at the start 0.889 (likelihood cost)
