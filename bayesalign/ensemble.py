@@ -238,7 +238,11 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         The pool's temperature fitted on the anchors, as :attr:`MAD.calibration_`.
     timings_ : dict
         ``member_seconds`` (fit of each member), ``fit_seconds`` (their sum) and ``wall_seconds`` (of :meth:`fit`:
-        less than their sum when the members ran at once, ``n_jobs``).
+        less than their sum when the members ran at once, ``n_jobs``); ``self_training_seconds`` after
+        :meth:`self_train`.
+    self_training_history_ : list of dict
+        One entry per round of :meth:`self_train`, as :attr:`MAD.self_training_history_` (``elbo``: every
+        member's bound).
 
     Examples
     --------

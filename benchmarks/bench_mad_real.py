@@ -24,8 +24,10 @@ unaligned rows (lower is better; 0.5 is random) of:
   scalings, ``scalings=("centred", "standardised")``, four members, compared with the best baseline of either
   scaling; its racing 10-dimensional member of each scaling is the single fit of that scaling when that variant
   ran in the same call, and its seconds are then that fit's plus the rest; with ``--ensemble-jobs N`` every member
-  is fitted from scratch, N at a time, and the seconds are the wall time)
-  (``--variants`` picks some of them).
+  is fitted from scratch, N at a time, and the seconds are the wall time), and the pools of 10 and 20 dimensions
+  (centred; both scalings) followed by their self-training (``MADEnsemble.self_train``: the pool's confident pairs
+  tied in every member, each round judged by the pool's anchors; scored and timed as the single fit's
+  self-training, from the pool of the same draw when that ran) (``--variants`` picks some of them).
 
 MAD's FOSCTTM ranks by the cost it aligns by (``MAD.cost_matrix``: the likelihood cost, with the
 cross-view misfit fitted on the anchors unless ``--misfit none``); the baselines' by the Euclidean
@@ -105,6 +107,11 @@ def mads(args):
         "MAD ensemble (5 + 10 + 20 dims and each start alone, centred)": lambda seed: ensemble(
             common, seed, (5, 10, 20), CENTRED, args, start_members=ba.mad.STARTS),
         "MAD ensemble (10 + 20 dims, both scalings)": lambda seed: ensemble(common, seed, (10, 20), BOTH, args),
+        # MADEnsemble.self_train: built in main() from the pool above when it ran
+        "MAD ensemble (10 + 20 dims, centred, then self-training)": lambda seed: ensemble(
+            common, seed, (10, 20), CENTRED, args),
+        "MAD ensemble (10 + 20 dims, both scalings, then self-training)": lambda seed: ensemble(
+            common, seed, (10, 20), BOTH, args),
     }
 
 
@@ -126,10 +133,17 @@ REUSED = {"MAD ensemble (10 + 20 dims, centred)": ("MAD (all rows, centred)",),
           "MAD ensemble (10 + 20 dims, both scalings)": ("MAD (all rows, centred)", "MAD (all rows, standardised)")}
 
 
+#: the self-training variants: the fit of the same draw each goes on from (fitted there if it did not run)
+SELF_TRAINED = {"MAD (all rows, centred, then self-training)": "MAD (all rows, centred)",
+                "MAD ensemble (10 + 20 dims, centred, then self-training)": "MAD ensemble (10 + 20 dims, centred)",
+                "MAD ensemble (10 + 20 dims, both scalings, then self-training)":
+                    "MAD ensemble (10 + 20 dims, both scalings)"}
+
+
 def _cost_foscttm(model, problem, a, b) -> float:
     """FOSCTTM of the unaligned rows under the cost MAD aligns by (``MAD.cost_matrix``, its current settings); after
     self-training, of the rows unaligned in the problem, a row it tied by its entity's posterior."""
-    if getattr(model, "discovered_", None):
+    if model._discovered_between(a, b) is not None:
         emb, dims = model._match_embedding(a, b, model.cost)
         rows_a, rows_b = problem.unaligned(a), problem.unaligned(b)
         ma, va = emb.means[a][rows_a][:, dims], emb.variance_of(a)[rows_a][:, dims]
@@ -210,12 +224,15 @@ def main(argv=None):
                                      and member.standardize == m.standardize), None)
                         members.append(same if same is not None else _fit_or_skip(member, problem))
                     model = ba.MADEnsemble.from_fitted([m for m in members if m is not None])
-                elif "self-training" in label:  # the centred fit of this draw (fitted here if it did not run)
-                    base, base_seconds = fitted.get("MAD (all rows, centred)", (None, 0.0))
+                elif label in SELF_TRAINED:  # the fit of this draw it goes on from (fitted here if it did not run)
+                    base, base_seconds = fitted.get(SELF_TRAINED[label], (None, 0.0))
                     if base is None:
                         base, base_seconds = make(seed).fit(problem), time.perf_counter() - start
                     start = time.perf_counter() - base_seconds
                     model = copy.deepcopy(base).self_train()
+                    print(f"({label}, draw {seed}: rounds (added, correct, kept) "
+                          f"{[(h['added'], h['correct'], h['kept']) for h in model.self_training_history_]})",
+                          flush=True)
                 else:
                     model = make(seed).fit(problem)
                 alignment = model.align(a, b, matcher="hungarian")
