@@ -225,11 +225,11 @@ def main(argv=None):
                         members.append(same if same is not None else _fit_or_skip(member, problem))
                     model = ba.MADEnsemble.from_fitted([m for m in members if m is not None])
                 elif label in SELF_TRAINED:  # the fit of this draw it goes on from (fitted here if it did not run)
-                    base, base_seconds = fitted.get(SELF_TRAINED[label], (None, 0.0))
-                    if base is None:
-                        base, base_seconds = make(seed).fit(problem), time.perf_counter() - start
-                    start = time.perf_counter() - base_seconds
-                    model = copy.deepcopy(base).self_train()
+                    before, before_seconds = fitted.get(SELF_TRAINED[label], (None, 0.0))
+                    if before is None:
+                        before, before_seconds = make(seed).fit(problem), time.perf_counter() - start
+                    start = time.perf_counter() - before_seconds
+                    model = copy.deepcopy(before).self_train()
                     print(f"({label}, draw {seed}: rounds (added, correct, kept) "
                           f"{[(h['added'], h['correct'], h['kept']) for h in model.self_training_history_]})",
                           flush=True)
