@@ -276,7 +276,8 @@ def main(argv=None):
                 sec = f"{np.mean([s for _, s, _ in extra[label]]):.0f}"
                 means = f"{np.mean([m for _, _, m in extra[label]]):.3f}"
             mark = " (best baseline)" if label in (bests[""][0], bests[STANDARDISED][0]) else ""
-            print(f"| {label}{mark} | {np.mean(values):.3f} ± {np.std(values):.3f} | "
+            digits = 3 if np.mean(values) >= 0.01 else 5  # fac-pix and the protein score below 0.001
+            print(f"| {label}{mark} | {np.mean(values):.{digits}f} ± {np.std(values):.{digits}f} | "
                   f"{np.mean(values) / max(reference(label)[1], 1e-12):.2f} | {ece} | {sec} | {means} |", flush=True)
         mad = {k: (float(np.mean(v)), reference(k)[1]) for k, v in complete.items() if k.startswith("MAD")}
         rows.append((name, bests, mad))
