@@ -373,15 +373,6 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                 warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category, stacklevel=3)
         return out
 
-    @staticmethod
-    def _check_self_training(problem: AlignmentProblem, confidence_threshold, max_rounds) -> None:
-        if len(problem.views) != 2:
-            raise ValueError(f"self-training is implemented for two views; this problem has {len(problem.views)}")
-        if not 0 < float(confidence_threshold) <= 1:
-            raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
-        if int(max_rounds) < 0:
-            raise ValueError(f"max_rounds must be >= 0, got {max_rounds!r}")
-
     def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MADEnsemble:
         """Tie the pairs the pool is sure of in every member and refit them, round after round (two views).
 

@@ -685,10 +685,8 @@ class MAD(PosteriorMatching, BaseEstimator):
             raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
                              f"{len(names)} views and no anchors")
         self_training = bool(self_training) or len(groups) == 0  # a bootstrap is always followed by self-training
-        if self_training and len(names) != 2:
-            raise ValueError(f"self-training is implemented for two views; this problem has {len(names)}")
-        if self_training and not 0 < float(confidence_threshold) <= 1:  # checked before the (slow) fit
-            raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
+        if self_training:  # checked before the (slow) fit
+            self._check_self_training(problem, confidence_threshold, max_rounds)
         self._in_fit = True  # the stages' fits stay quiet about convergence; fit says it once, at its end
         try:
             if len(groups) == 0:
@@ -1210,15 +1208,9 @@ class MAD(PosteriorMatching, BaseEstimator):
         """
         self._check_fitted()
         problem = self.problem_
-        if len(problem.views) != 2:
-            raise ValueError(f"self-training is implemented for two views; this problem has {len(problem.views)}")
-        threshold, max_rounds = float(confidence_threshold), int(max_rounds)
-        if not 0 < threshold <= 1:
-            raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
-        if max_rounds < 0:
-            raise ValueError(f"max_rounds must be >= 0, got {max_rounds!r}")
+        self._check_self_training(problem, confidence_threshold, max_rounds)
         a, b = problem.views.names
-        self._self_train_rounds(a, b, threshold, max_rounds, truth=_truth_pairs(problem, a, b))
+        self._self_train_rounds(a, b, float(confidence_threshold), int(max_rounds), truth=_truth_pairs(problem, a, b))
         added = sum(entry["added"] for entry in self.self_training_history_)
         if self.bootstrap_ is not None:
             self.bootstrap_["self_training_added"] = int(added)

@@ -248,6 +248,17 @@ class PosteriorMatching:
         pool_a, pool_b, true_a, true_b = self._anchor_pool(a, b, **pool)  # ranks from the cost's blocks, never n x n
         return foscttm(cost_source(self.cost, *pool_a, *pool_b), Correspondence((a, b), true_a, true_b))
 
+    @staticmethod
+    def _check_self_training(problem, confidence_threshold, max_rounds) -> None:
+        """Refuse what self-training cannot do (more than two views) or a bad ``confidence_threshold`` or
+        ``max_rounds``, before any (slow) fit."""
+        if len(problem.views) != 2:
+            raise ValueError(f"self-training is implemented for two views; this problem has {len(problem.views)}")
+        if not 0 < float(confidence_threshold) <= 1:
+            raise ValueError(f"confidence_threshold must be in (0, 1], got {confidence_threshold!r}")
+        if int(max_rounds) < 0:
+            raise ValueError(f"max_rounds must be >= 0, got {max_rounds!r}")
+
     def _self_train_rounds(self, a, b, confidence_threshold: float, max_rounds: int, truth=None) -> None:
         """Self-training's rounds between views a and b (hard EM over the correspondence; :meth:`MAD.self_train`
         and :meth:`MADEnsemble.self_train` say what each step increases).
