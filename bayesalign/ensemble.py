@@ -384,8 +384,9 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         current q(X); in ``n_jobs`` processes at once when set), so that the members keep matching the same rows.
         The members' temperatures are fitted again, and with at least ``MIN_CALIBRATION_PAIRS`` given anchor
         pairs the pool's anchors judge the round (their FOSCTTM under the pooled cost, among the rows unaligned
-        when self-training began): a round that makes it worse is undone (every member as before it) and
-        self-training stops. One entry per round in ``self_training_history_`` (``elbo``: each member's bound).
+        when self-training began; each pair held out of short continuations of every member's fit where every
+        member allows it, as :meth:`MAD.self_train` says): a round that makes it worse is undone (every member as
+        before it) and self-training stops. One entry per round in ``self_training_history_`` (``elbo``: each member's bound).
 
         What each step increases: the E-step picks the pairs of highest pooled match probability (a logarithmic
         opinion pool of the members' posteriors over the correspondence, truncated to the confident mutual
@@ -415,6 +416,9 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
 
     def _n_tied(self) -> int:
         return len(self.estimators_[0].anchors_)
+
+    def _holds_out_anchors(self) -> bool:
+        return all(member._holds_out_anchors() for member in self.estimators_)
 
     def _bound(self) -> list:
         return [float(member.model_.elbo()) for member in self.estimators_]
@@ -542,14 +546,15 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     def _misfit_for(self, a, b, cost=None):
         return None  # each member's misfit is inside its coordinates (_candidates)
 
-    def _anchor_pool(self, a, b, cost=None, calibration: bool = False, rows=None):
+    def _anchor_pool(self, a, b, cost=None, calibration: bool = False, rows=None, held_out: bool = False):
         """Every member's pool (:meth:`MAD._anchor_pool`: the unaligned rows, or ``rows``, then the anchor pairs
-        inferred again from each view alone; ``calibration``: those each member's temperature is fitted on,
-        :meth:`MAD._calibration_pool`), tempered and concatenated along the dimensions."""
+        inferred again from each view alone, or with ``held_out`` held out of continuations of each member's fit;
+        ``calibration``: those each member's temperature is fitted on, :meth:`MAD._calibration_pool`), tempered
+        and concatenated along the dimensions."""
         cost = self.cost if cost is None else cost
         temperatures = self.member_temperatures(a, b, cost)
-        pools = [member._calibration_pool(a, b, cost) if calibration else member._anchor_pool(a, b, cost, rows=rows)
-                 for member in self._active(a, b)]
+        pools = [member._calibration_pool(a, b, cost) if calibration else
+                 member._anchor_pool(a, b, cost, held_out=held_out, rows=rows) for member in self._active(a, b)]
         true_a, true_b = pools[0][2], pools[0][3]
         side_a = [_tempered(*pool[0], T, cost) for pool, T in zip(pools, temperatures)]
         side_b = [_tempered(*pool[1], T, cost) for pool, T in zip(pools, temperatures)]

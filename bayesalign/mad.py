@@ -444,8 +444,9 @@ class MAD(PosteriorMatching, BaseEstimator):
         added pairs are true; None without truth), ``accuracy`` (of the whole alignment at the
         start of the round, discovered pairs included; None without truth), ``elbo`` (at the start of
         the round), ``anchor_foscttm`` (the anchors' FOSCTTM after the round's refit; None where the
-        anchors do not judge the rounds) and ``kept`` (whether the round's pairs and refit were kept;
-        None where it added none).
+        anchors do not judge the rounds), ``judge_pairs`` (``"held_out"`` or ``"reinferred"``: how the
+        anchors were placed, :meth:`self_train`; None: not judged) and ``kept`` (whether the round's pairs
+        and refit were kept; None where it added none).
     bootstrap_ : dict or None
         A fit without anchors: the kept candidate's ``method``, ``pairs`` (its unsupervised
         starting pairs), ``correct`` (None without truth), ``self_training_added``; ``candidates``,
@@ -524,7 +525,7 @@ class MAD(PosteriorMatching, BaseEstimator):
             raise ValueError(f"misfit must be one of {MISFITS}, got {self.misfit!r}")
         if self.calibration_pairs not in CALIBRATION_PAIRS:
             raise ValueError(f"calibration_pairs must be one of {CALIBRATION_PAIRS}, got {self.calibration_pairs!r}")
-        if self.calibration_pairs == "held_out" and (self.training != "all_rows" or self.engine != "collapsed"):
+        if self.calibration_pairs == "held_out" and not self._holds_out_anchors():
             raise ValueError("calibration_pairs='held_out' continues the all-rows model with anchor pairs split "
                              "into rows of their own: it needs training='all_rows' and engine='collapsed', got "
                              f"training={self.training!r}, engine={self.engine!r}")
@@ -1182,14 +1183,19 @@ class MAD(PosteriorMatching, BaseEstimator):
         (``discovered_``), refits MRD and infers the remaining rows again; it stops when no
         pair qualifies or after ``max_rounds``. This is the paper's future work ("adding only
         pairs which the model are relatively certain about and update the model", section 5).
-        With at least ``MIN_CALIBRATION_PAIRS`` given anchor pairs, the anchors judge each round as they
-        judge a correspondence round: each anchor pair is inferred again from each view alone under the
-        refitted model, and the round is kept unless the FOSCTTM of those pairs among the rows unaligned
-        when self-training began (a tied row by its entity's posterior) is higher than before it (a tie,
-        often at 0 where the anchors are few and easy, keeps it); otherwise the model goes back to the
-        state before the round and self-training stops (tied pairs that look certain can be wrong on real
-        data, and a refit can lose more than right pairs bring: ``benchmarks/RESULTS.md``, "Self-training
-        from the current fit").
+        With at least ``MIN_CALIBRATION_PAIRS`` given anchor pairs, the anchors judge each round: the round
+        is kept unless the FOSCTTM of the anchor pairs among the rows unaligned when self-training began (a
+        tied row by its entity's posterior) is higher after it than before (a tie, often at 0 where the
+        anchors are few and easy, keeps it); otherwise the model goes back to the state before the round and
+        self-training stops (tied pairs that look certain can be wrong on real data, and a refit can lose more
+        than right pairs bring: ``benchmarks/RESULTS.md``, "Self-training from the current fit"). With
+        ``training="all_rows"`` on the collapsed engine the anchor pairs are held out of ``HELD_OUT_FOLDS``
+        short continuations of the fit before and after the round (:meth:`_held_out_pairs`, as
+        ``calibration_pairs="held_out"`` places them), each pair placed by its own views as an unaligned row
+        is; otherwise (the paper's anchors-only MRD, the SVI engine) they are inferred again under the fitted
+        model, which was fitted around them: their FOSCTTM then rises after rounds that tie only right pairs
+        and help, and such rounds are undone (``benchmarks/RESULTS.md``, "A self-training round judged by
+        held-out anchors").
         Appends one entry per round to ``self_training_history_``.
 
         What each step increases (hard EM over the correspondence): the matching step picks the
@@ -1234,6 +1240,10 @@ class MAD(PosteriorMatching, BaseEstimator):
 
     def _n_tied(self) -> int:
         return len(self.anchors_)
+
+    def _holds_out_anchors(self) -> bool:
+        """Whether the anchor pairs can be held out of continuations of the fit (:meth:`_held_out_pairs`)."""
+        return self.training == "all_rows" and self.engine == "collapsed"
 
     def _bound(self) -> float:
         return float(self.model_.elbo())

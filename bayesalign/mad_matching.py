@@ -14,7 +14,9 @@ Hooks the host class implements:
   dimensions they are compared in, and those dimensions;
 - ``_candidates(a, b, cost)``: the same as ``cost`` compares them (e.g. with a cross-view misfit applied);
 - ``_misfit_for(a, b, cost)``: the cross-view misfit inside ``_candidates`` (None: none);
-- ``_anchor_pool(a, b, cost)``: the candidates with the anchor pairs, inferred again as if unaligned, appended;
+- ``_anchor_pool(a, b, cost, held_out=False, rows=None)``: the candidates (or the posteriors of ``rows``) with the
+  anchor pairs, inferred again as if unaligned (``held_out``: held out of continuations of the fit), appended;
+  ``_holds_out_anchors()``: whether ``held_out`` is possible;
 - ``_calibration_pool(a, b, cost)``: the same with the anchor pairs the temperature is fitted on, and
   ``_calibration_method()``: their name in ``calibration_``;
 - ``_match_embedding(a, b, cost)``: every row's coordinates as :func:`~bayesalign.matching.match` compares them;
@@ -271,13 +273,21 @@ class PosteriorMatching:
         ``MIN_CALIBRATION_PAIRS`` given anchor pairs between a and b the anchors judge each round: it is kept
         unless their FOSCTTM (:meth:`_anchor_foscttm`), among the rows unaligned when self-training began (a tied
         row by its entity's posterior, so that the pool stays the same rows), rises; otherwise the state before
-        the round comes back (``_restore``) and self-training stops. ``truth``: the true pairs, for the entries'
-        ``correct`` and ``accuracy`` (None: not reported).
+        the round comes back (``_restore``) and self-training stops. The anchors are held out of continuations of
+        each fit (``_anchor_pool(held_out=True)``, :meth:`MAD._held_out_pairs`) where the host can
+        (``_holds_out_anchors()``), so that before and after the round each pair is placed as an unaligned row
+        is; inferred again under the fitted model instead, the anchors' mappings were fitted around them, a
+        round's tied pairs dilute that, and their FOSCTTM rose after rounds that tied only right pairs and helped
+        (benchmarks/RESULTS.md, "A self-training round judged by held-out anchors"). The entry's
+        ``judge_pairs`` says which ("held_out" or "reinferred"; None: not judged). ``truth``: the true pairs, for
+        the entries' ``correct`` and ``accuracy`` (None: not reported).
         """
         judged = len(self.problem_.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
+        held_out = judged and self._holds_out_anchors()
         # among the rows unaligned now, whichever a round ties: a pool that shrank would lose the rows easiest
         # to tell apart from an anchor, and its FOSCTTM would rise with no change in the model
-        pool = {"rows": self._shared_posteriors(a, b)[::3][:2]} if judged else None
+        pool = {"rows": self._shared_posteriors(a, b)[::3][:2], "held_out": held_out} if judged else None
+        judge_pairs = ("held_out" if held_out else "reinferred") if judged else None
         best_score = self._anchor_foscttm(a, b, **pool) if judged else None
         for round_ in range(1, int(max_rounds) + 1):
             rows_a, rows_b, C = self.cost_matrix(a, b)  # [n_a, n_b]: the mutual nearest neighbours need all of it
@@ -301,7 +311,8 @@ class PosteriorMatching:
                 right = sum(partner.get(int(i)) == int(j) for i, j in zip(full.index_a, full.index_b))
                 accuracy = right / max(len(held), 1)
             entry = {"round": round_, "n_anchors": self._n_tied(), "added": int(keep.size), "correct": correct,
-                     "accuracy": accuracy, "elbo": self._bound(), "anchor_foscttm": None, "kept": None}
+                     "accuracy": accuracy, "elbo": self._bound(), "anchor_foscttm": None, "judge_pairs": judge_pairs,
+                     "kept": None}
             self.self_training_history_.append(entry)
             if keep.size == 0:
                 break

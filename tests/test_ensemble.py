@@ -345,6 +345,7 @@ def test_the_ensemble_self_trains_the_pools_confident_pairs_in_every_member(pool
     assert entry["kept"] is True and entry["added"] == len(expected) >= 20
     assert entry["correct"] >= 0.95 * entry["added"] and len(entry["elbo"]) == 2
     assert calls == [(80, 80)] * 2  # before and after the round, among the rows unaligned before it
+    assert entry["judge_pairs"] == "held_out"  # every member is an all-rows fit: its anchors held out of it
     for member in pool.estimators_:  # every member tied the same pairs and was refitted
         found = member.discovered_[("Y1", "Y2")]
         assert set(zip(found["index_a"].tolist(), found["index_b"].tolist())) == expected

@@ -299,6 +299,7 @@ def test_a_self_training_round_the_anchors_judge_worse_is_undone(toy, tmp_path):
     first = trained.self_training_history_[0]
     assert first["added"] >= 20 and first["correct"] >= 0.95 * first["added"]
     assert first["kept"] is False and np.isfinite(first["anchor_foscttm"])
+    assert first["judge_pairs"] == "reinferred"  # the paper's anchors-only MRD cannot hold its anchors out
     # judged among the same rows before and after, though the round tied some of them
     assert len(calls) == 2 and calls[0] == calls[1] == (90, 90)
     assert trained.model_ is first_model and trained.discovered_ == {} and len(trained.anchors_) == 10
@@ -324,7 +325,7 @@ def test_self_training_adds_right_pairs(toy, monkeypatch):
     first = trained.self_training_history_[0]
     # measured: 54 pairs added in round 1, all 54 right; accuracy at the start 0.889 (likelihood cost)
     assert first["added"] >= 20 and first["correct"] >= 0.95 * first["added"]
-    assert first["kept"] is True and first["anchor_foscttm"] is None
+    assert first["kept"] is True and first["anchor_foscttm"] is None and first["judge_pairs"] is None
     assert len(trained.anchors_) == 10 + first["added"]
     al = trained.align()
     assert al.info["n_discovered"] == first["added"] and len(al) == 90  # discovered pairs are reported too

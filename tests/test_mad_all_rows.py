@@ -658,6 +658,37 @@ def test_held_out_calibration_pairs_fit_the_temperature_and_leave_the_pairing_al
     np.testing.assert_allclose(loaded.calibrate_temperature(a, b), T, rtol=1e-6)  # same continuations, same T
 
 
+def test_self_training_rounds_are_judged_by_anchor_pairs_held_out_of_the_fit(toy, all_rows, monkeypatch):
+    # the all-rows model's judge places each anchor pair as an unaligned row is, before and after the round: held
+    # out of HELD_OUT_FOLDS continuations of the fit that holds the round's ties or not (inferred again under the
+    # fit instead, the anchors lose their place as tied pairs dilute them, and rounds that help were undone)
+    from bayesalign.mad import MAD
+
+    a, b = toy.views.names[:2]
+    held, placed = MAD._held_out_pairs, []
+
+    def spy(self, a_, b_):
+        placed.append(self.model_)
+        return held(self, a_, b_)
+    monkeypatch.setattr(MAD, "_held_out_pairs", spy)
+    mad = copy.deepcopy(all_rows)
+    first_model = mad.model_
+    rows = mad._shared_posteriors(a, b)[::3][:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        start = mad._anchor_foscttm(a, b, rows=rows, held_out=True)
+        mad.self_train(max_rounds=1)
+    entry = mad.self_training_history_[0]
+    assert entry["judge_pairs"] == "held_out" and entry["added"] >= 20
+    # placed by the first fit (the score before the round) and by the round's refit (after it)
+    assert len(placed) == 3 and placed[0] is placed[1] is first_model and placed[2] is not first_model
+    if entry["kept"]:  # the recorded score is the refitted model's held-out one, not worse than before
+        assert entry["anchor_foscttm"] <= start
+        assert mad._anchor_foscttm(a, b, rows=rows, held_out=True) == pytest.approx(entry["anchor_foscttm"], abs=1e-9)
+    else:  # worse: the first fit is back
+        assert entry["anchor_foscttm"] > start and mad.model_ is first_model
+
+
 def test_held_out_calibration_pairs_need_the_collapsed_all_rows_model():
     with pytest.raises(ValueError, match="calibration_pairs='held_out'.*training='all_rows'"):
         ba.MAD(training="anchors", calibration_pairs="held_out")._check_params()
