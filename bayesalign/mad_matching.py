@@ -241,9 +241,10 @@ class PosteriorMatching:
         return fitted, saved[2]
 
     def _anchor_foscttm(self, a, b, **pool) -> float:
-        """FOSCTTM of the anchor pairs re-inferred view by view (:meth:`_anchor_pool`, with the options ``pool``)
-        among the unaligned rows: how well the fitted model aligns rows it did not see as unaligned (a
-        validation score; biased low, because the anchors shaped the model)."""
+        """FOSCTTM of the anchor pairs among the unaligned rows (``pool``, options of :meth:`_anchor_pool`: ``rows``,
+        other rows to rank them among; ``held_out``, each pair held out of a continuation of the fit rather than
+        inferred again view by view under it): how well the model aligns rows it did not see as unaligned (a
+        validation score; the re-inferred pairs' is biased low, because the anchors shaped the model)."""
         from .data import Correspondence
         from .metrics import foscttm
 
