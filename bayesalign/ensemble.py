@@ -386,7 +386,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         pairs the pool's anchors judge the round (their FOSCTTM under the pooled cost, among the rows unaligned
         when self-training began; each pair held out of short continuations of every member's fit where every
         member allows it, as :meth:`MAD.self_train` says): a round that makes it worse is undone (every member as
-        before it) and self-training stops. One entry per round in ``self_training_history_`` (``elbo``: each member's bound).
+        before it) and self-training stops. One entry per round in ``self_training_history_`` (``elbo``: each
+        member's bound).
 
         What each step increases: the E-step picks the pairs of highest pooled match probability (a logarithmic
         opinion pool of the members' posteriors over the correspondence, truncated to the confident mutual
