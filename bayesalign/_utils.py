@@ -85,3 +85,16 @@ def check_count(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which ``warnings.warn``, called by the caller of this function, names the first frame
+    outside the package: the user's line that led to the warning, however deep inside the package it was issued
+    (Python 3.12's ``skip_file_prefixes``, for Python 3.11)."""
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1  # level 1: the function that calls warnings.warn
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
+from ._utils import user_stacklevel
 from .data import AlignmentProblem, LatentEmbedding
 from .mad_matching import PosteriorMatching, _check_temperature
 from .matching import COSTS, posterior_temperature
@@ -137,6 +138,18 @@ def _tie_member(member, a, b, index_a, index_b, probability, cost, round_, recor
     return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
 
 
+def _held_out_member(member, a, b, record: bool):
+    """(the anchor pairs between a and b held out of continuations of ``member``'s fit, :meth:`MAD._held_out_pairs`;
+    the seconds; the warnings as (category, message) when ``record``): one member's held-out pairs, in this process
+    or a worker's."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=record) as caught:
+        if record:
+            warnings.simplefilter("default")
+        pairs = member._held_out_pairs(a, b)
+    return pairs, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
+
+
 def _discovered_pairs(model) -> dict:
     """The pairs a fitted MAD discovered (self-training or a bootstrap): {(a, b) in sorted order: {(i, j), ...}}."""
     out = {}
@@ -217,7 +230,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         torch device of the members (``"cuda"``); None: each member's own (the CPU by default).
     n_jobs : int, optional
         Members fitted at once, each in its own process (joblib's loky backend; -1: one per core, at most one per
-        member). None or 1: one after the other in this process. Every member is seeded, so the fits are the same
+        member), and so are self-training's refits and the continuations its judge holds the anchors out of. None
+        or 1: one after the other in this process. Every member is seeded, so the fits are the same
         either way; a member's warnings (a fit that did not converge, a view switched off) are issued again here,
         naming the member. Each worker process limits its threads to its share of the cores (joblib).
     progress : bool
@@ -370,7 +384,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                                                     for member, args in zip(members, arguments))
         for k, result in enumerate(out):
             for category, message in result[2]:  # the worker's warnings, issued here
-                warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category, stacklevel=3)
+                warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category,
+                              stacklevel=user_stacklevel())
         return out
 
     def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MADEnsemble:
@@ -554,6 +569,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         and concatenated along the dimensions."""
         cost = self.cost if cost is None else cost
         temperatures = self.member_temperatures(a, b, cost)
+        self._hold_out_anchors(a, b, [member for member in self._active(a, b) if (
+            member.calibration_pairs == "held_out" if calibration else held_out)])
         pools = [member._calibration_pool(a, b, cost) if calibration else
                  member._anchor_pool(a, b, cost, held_out=held_out, rows=rows) for member in self._active(a, b)]
         true_a, true_b = pools[0][2], pools[0][3]
@@ -564,6 +581,14 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
 
     def _calibration_pool(self, a, b, cost=None):
         return self._anchor_pool(a, b, cost, calibration=True)
+
+    def _hold_out_anchors(self, a, b, members: list) -> None:
+        """Place the anchor pairs held out of continuations of each of ``members``' fits that has not yet
+        (:meth:`MAD._held_out_pairs`, cached in the member), in ``n_jobs`` processes at once when set."""
+        todo = [member for member in members if (a, b) not in member._held_out]
+        if len(todo) > 1 and self.n_jobs not in (None, 1):
+            for member, (pairs, _, _) in zip(todo, self._each_member(_held_out_member, todo, [(a, b)] * len(todo))):
+                member._held_out[(a, b)] = pairs
 
     def _calibration_method(self) -> str:
         """The members' calibration pairs (each member's ``calibration_pairs``)."""
