@@ -207,6 +207,35 @@ def test_every_alignment_carries_probabilities(toy):
     np.testing.assert_array_equal(myopic.index_b, rows_b[ref.index_b])
 
 
+def test_match_log_probabilities_are_the_log_of_the_sinkhorn_marginals_for_every_pair(toy, monkeypatch):
+    from bayesalign import matching
+    from bayesalign.matching import matcher
+
+    problem, mad, _ = toy
+    rows_a, rows_b, C = mad.cost_matrix()
+    for T in (1.0, 0.01):  # at T = 0.01 most probabilities underflow to 0; their logs stay finite
+        _, _, P = mad.match_probabilities(temperature=T)
+        ra, rb, L = mad.match_log_probabilities(temperature=T)
+        np.testing.assert_array_equal(ra, rows_a), np.testing.assert_array_equal(rb, rows_b)
+        assert L.shape == (90, 90) and np.isfinite(L).all() and L.max() <= 1e-3
+        # the same marginals where P holds them (Sinkhorn stops at a marginal error of 1e-3)
+        np.testing.assert_allclose(np.exp(L), P, atol=2e-3)
+        # and a doubly stochastic matrix for every pair, also those P rounds to 0 (square, no dustbin)
+        np.testing.assert_allclose(np.exp(L).sum(1), 1.0, atol=2e-3)
+        np.testing.assert_allclose(np.exp(L).sum(0), 1.0, atol=2e-3)
+        if T == 0.01:
+            assert (P == 0).mean() > 0.5
+        # L is the cost less a constant per row and one per column: the optimal assignment is the cost's
+        assert np.allclose((L + C / T) - (L + C / T)[:, :1], (L + C / T)[:1] - (L + C / T)[0, 0], atol=1e-8)
+        np.testing.assert_array_equal(matching.linear_assignment(-L).index_b, matching.linear_assignment(C).index_b)
+    # the sparse path (candidate pairs only, as above SPARSE_ABOVE pairs): the same logs wherever P is not tiny
+    dense = mad.match_log_probabilities()[2]
+    monkeypatch.setattr(matcher, "SPARSE_ABOVE", 100)
+    sparse = mad.match_log_probabilities()[2]
+    assert np.isfinite(sparse).all()
+    np.testing.assert_allclose(np.exp(sparse), np.exp(dense), atol=5e-3)
+
+
 def test_cost_limit_and_unequal_sizes_leave_points_unmatched(toy):
     import copy
 
