@@ -69,6 +69,11 @@ def test_the_pool_aligns_with_calibrated_probabilities(pooled):
         assert len(ensemble.align(matcher=matcher).index_a) == len(alignment.index_a)
     sparse = ensemble.align(sparse=True)  # kNN candidates in the pooled coordinates
     assert ba.metrics.evaluate(sparse, problem)["accuracy"] == pytest.approx(scores["accuracy"], abs=0.05)
+    # the pool's log match probabilities: the log of the probabilities it reports, at its fitted temperature
+    rows_a, rows_b, P = ensemble.match_probabilities()
+    ra, rb, L = ensemble.match_log_probabilities()
+    assert np.array_equal(ra, rows_a) and np.array_equal(rb, rows_b) and np.isfinite(L).all()
+    np.testing.assert_allclose(np.exp(L), P, atol=2e-3)  # Sinkhorn stops at a marginal error of 1e-3
 
 
 def test_from_fitted_pools_the_same_models(pooled):
