@@ -44,6 +44,7 @@ from .matching import (
     pair_costs,
     posterior_marginals,
     posterior_temperature,
+    sinkhorn_log_marginals,
     sinkhorn_probabilities,
 )
 from .matching.costs import cost_source
@@ -352,7 +353,9 @@ class PosteriorMatching:
         ``SPARSE_ABOVE`` pairs, and above it a CSR matrix of the pairs that carry probability
         (:func:`~bayesalign.matching.posterior_marginals`; the cost matrix is never formed).
         """
-        rows_a, rows_b, P, _ = self._marginals(a, b, cost, cost_limit, temperature)
+        a, b, cost, rows_a, rows_b, (ma, va, mb, vb), T, warm = self._matching_inputs(a, b, cost, cost_limit,
+                                                                                      temperature)
+        P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit, warm_start=warm)  # csr [n_a, n_b]
         return rows_a, rows_b, (P.toarray() if rows_a.size * rows_b.size <= SPARSE_ABOVE else P)
 
     def match_log_probabilities(self, a=None, b=None, cost: str | None = None, cost_limit=None,
@@ -362,24 +365,24 @@ class PosteriorMatching:
         .. math:: L_{ij} = \alpha_i + \beta_j - C_{ij} / T = \log P_{ij}
 
         with :math:`\alpha, \beta` the log potentials of the Sinkhorn solve of :meth:`match_probabilities` (the
-        same P, T and ``cost_limit``): exact also for the pairs whose probability is below what a float holds
-        or that the sparse solve left out as carrying less than its tolerance. Ranking the rows of b by
-        ``L[i]`` ranks them by their posterior probability of being row i's partner: the cost less each
-        column's potential :math:`T \beta_j`, which discounts a row of b that is near many rows of a (a hub:
-        Radovanovic et al. 2010; the correction that CSLS makes in cross-lingual word retrieval, Conneau et al.
-        2018; benchmarks/RESULTS.md, "Ranking partners by the match probabilities", compares the two rankings
-        on the shipped real pairs). The optimal assignment of every row of both views is the same under ``-L``
-        as under the cost (the potentials add the same constant to every such matching). Dense by nature
-        (every pair has a value), as :meth:`cost_matrix`.
+        same T and ``cost_limit``; :func:`~bayesalign.matching.sinkhorn_log_marginals`): exact also for the pairs
+        whose probability is below what a float holds or that the sparse solve left out as carrying less than its
+        tolerance. Ranking the rows of b by ``L[i]`` ranks them by their posterior probability of being row i's
+        partner: the cost less each column's potential :math:`T \beta_j`, which discounts a row of b that is near
+        many rows of a (a hub: Radovanovic et al. 2010; the correction that CSLS makes in cross-lingual word
+        retrieval, Conneau et al. 2018; benchmarks/RESULTS.md, "Ranking partners by the match probabilities",
+        compares the two rankings on the shipped real pairs). The optimal assignment of every row of both views is
+        the same under ``-L`` as under the cost (the potentials add the same constant to every such matching).
+        Dense by nature (every pair has a value), as :meth:`cost_matrix`.
         """
-        rows_a, rows_b, _, (info, T, (ma, va, mb, vb)) = self._marginals(a, b, cost, cost_limit, temperature)
-        alpha, beta = info["log_potentials"]
-        C = _cost_matrix(self.cost if cost is None else cost, ma, va, mb, vb)  # [n_a, n_b]
-        return rows_a, rows_b, alpha[:rows_a.size, None] + beta[None, :rows_b.size] - C / T
+        a, b, cost, rows_a, rows_b, (ma, va, mb, vb), T, warm = self._matching_inputs(a, b, cost, cost_limit,
+                                                                                      temperature)
+        C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
+        return rows_a, rows_b, sinkhorn_log_marginals(C, T, cost_limit, ma, mb, warm_start=warm)
 
-    def _marginals(self, a, b, cost, cost_limit, temperature):
-        """(rows_a, rows_b, P as CSR [n_a, n_b], (the Sinkhorn solve's info, T, the candidates' (ma, va, mb, vb)))
-        of :meth:`match_probabilities`."""
+    def _matching_inputs(self, a, b, cost, cost_limit, temperature):
+        """(a, b, cost, rows_a, rows_b, the candidates' (ma, va, mb, vb), T, the Sinkhorn warm start) of a call of
+        :meth:`match_probabilities` with these arguments (its defaults resolved)."""
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
         if cost not in COSTS:
@@ -387,11 +390,8 @@ class PosteriorMatching:
         rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b, cost)
         temperature = self._temperature(a, b, cost, temperature)
         T = float(temperature) if temperature is not None else posterior_temperature(cost, va, vb)
-        info = {}
-        P = posterior_marginals(cost, ma, va, mb, vb, T, cost_limit, info=info,  # csr [n_a, n_b]
-                                warm_start=self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a,
-                                                                   rows_b)[1])
-        return rows_a, rows_b, P, (info, T, (ma, va, mb, vb))
+        warm = self._fitted_warm_start(a, b, cost, temperature, cost_limit, rows_a, rows_b)[1]
+        return a, b, cost, rows_a, rows_b, (ma, va, mb, vb), T, warm
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
               n_samples: int = 100, temperature: float | None = None, order=None, seed=None,

@@ -176,16 +176,8 @@ def _probability_foscttm(model, problem, a, b) -> float:
     else:
         rows_a, rows_b, C = _cost_block(model, problem, a, b)
         T = model._temperature(a, b, model.cost, None)
-        L = _log_marginals(C, 1.0 if T is None else T)
+        L = ba.matching.sinkhorn_log_marginals(C, 1.0 if T is None else T)
     return _scored(-L, rows_a, rows_b, problem, a, b)
-
-
-def _log_marginals(C, T):
-    """log of the Sinkhorn marginals of exp(-C / T) for every pair, from the solve's potentials."""
-    info = {}
-    ba.matching.sinkhorn_probabilities(C, T, info=info)
-    alpha, beta = info["log_potentials"]
-    return alpha[:C.shape[0], None] + beta[None, :C.shape[1]] - C / T
 
 
 def _scored(cost, rows_a, rows_b, problem, a, b) -> float:
@@ -207,7 +199,8 @@ def _baseline_probability_foscttm(embedding, problem, a, b) -> float:
     ea, eb = embedding.means[a][rows_a], embedding.means[b][rows_b]
     C = ba.matching.squared_distances(ea, eb)
     T0 = ba.matching.nearest_cost_temperature(ea, eb)
-    return min(_scored(-_log_marginals(C, T0 * k), rows_a, rows_b, problem, a, b) for k in BASELINE_TEMPERATURES)
+    return min(_scored(-ba.matching.sinkhorn_log_marginals(C, T0 * k), rows_a, rows_b, problem, a, b)
+               for k in BASELINE_TEMPERATURES)
 
 
 def _fit_or_skip(member, problem):

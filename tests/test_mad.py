@@ -228,9 +228,10 @@ def test_match_log_probabilities_are_the_log_of_the_sinkhorn_marginals_for_every
         # L is the cost less a constant per row and one per column: the optimal assignment is the cost's
         assert np.allclose((L + C / T) - (L + C / T)[:, :1], (L + C / T)[:1] - (L + C / T)[0, 0], atol=1e-8)
         np.testing.assert_array_equal(matching.linear_assignment(-L).index_b, matching.linear_assignment(C).index_b)
-    # the sparse path (candidate pairs only, as above SPARSE_ABOVE pairs): the same logs wherever P is not tiny
+    # the sparse solve (kNN candidate pairs only, as above DENSE_SINKHORN_MAX pairs): the same logs wherever P is
+    # not tiny
     dense = mad.match_log_probabilities()[2]
-    monkeypatch.setattr(matcher, "SPARSE_ABOVE", 100)
+    monkeypatch.setattr(matcher, "DENSE_SINKHORN_MAX", 100)
     sparse = mad.match_log_probabilities()[2]
     assert np.isfinite(sparse).all()
     np.testing.assert_allclose(np.exp(sparse), np.exp(dense), atol=5e-3)

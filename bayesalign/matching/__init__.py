@@ -58,6 +58,7 @@ from .matcher import (
     posterior_assignment,
     posterior_marginals,
     posterior_temperature,
+    sinkhorn_log_marginals,
     sinkhorn_probabilities,
 )
 
@@ -67,4 +68,5 @@ __all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "Cros
            "linear_assignment", "marginal_assignment", "match", "mean_distance_cost", "mutual_nearest",
            "myopic_assignment", "nearest_cost_temperature", "pair_costs", "pairwise_costs", "perturb_and_map",
            "posterior_assignment", "posterior_marginals", "posterior_temperature", "sinkhorn", "sinkhorn_marginals",
-           "sinkhorn_probabilities", "sparse_assignment", "sparse_sinkhorn", "squared_distances"]
+           "sinkhorn_log_marginals", "sinkhorn_probabilities", "sparse_assignment", "sparse_sinkhorn",
+           "squared_distances"]
