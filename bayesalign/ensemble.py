@@ -138,6 +138,23 @@ def _tie_member(member, a, b, index_a, index_b, probability, cost, round_, recor
     return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
 
 
+#: the caches a member fills on demand (:meth:`MAD._forget_derived`) that its temperature fit in a worker brings back
+_DERIVED = ("calibration_", "_calibration_potentials", "misfit_", "_reinferred", "_held_out")
+
+
+def _calibrated_member(member, a, b, cost, record: bool):
+    """(what ``member`` computed to fit its temperature between a and b for ``cost``, as {cache: its entries}
+    (:data:`_DERIVED`); the seconds; the warnings as (category, message) when ``record``): one member's
+    :meth:`MAD.calibrate_temperature`, in this process or a worker's."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=record) as caught:
+        if record:
+            warnings.simplefilter("default")
+        member._temperature(a, b, cost, None)
+    caches = {name: dict(getattr(member, name)) for name in _DERIVED}
+    return caches, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
+
+
 def _held_out_member(member, a, b, record: bool):
     """(the anchor pairs between a and b held out of continuations of ``member``'s fit, :meth:`MAD._held_out_pairs`;
     the seconds; the warnings as (category, message) when ``record``): one member's held-out pairs, in this process
@@ -531,6 +548,7 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         the posterior temperature where it says None)."""
         a, b = self._pair(a, b)
         cost = self.cost if cost is None else cost
+        self._calibrate_members(a, b, cost)
         out = []
         for member in self._active(a, b):
             T = member._temperature(a, b, cost, None)
@@ -581,6 +599,18 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
 
     def _calibration_pool(self, a, b, cost=None):
         return self._anchor_pool(a, b, cost, calibration=True)
+
+    def _calibrate_members(self, a, b, cost) -> None:
+        """Fit the temperature of every member between a and b that fits it on the anchors and has not yet
+        (:meth:`MAD.calibrate_temperature`), in ``n_jobs`` processes at once when set; each member keeps what its
+        worker computed (the temperature, the re-inferred or held-out anchors, the misfit)."""
+        todo = [member for member in self._active(a, b)
+                if member.temperature == "anchors" and (a, b, cost) not in member.calibration_]
+        if len(todo) > 1 and self.n_jobs not in (None, 1):
+            for member, (caches, _, _) in zip(todo, self._each_member(_calibrated_member, todo,
+                                                                      [(a, b, cost)] * len(todo))):
+                for name, entries in caches.items():
+                    getattr(member, name).update(entries)
 
     def _hold_out_anchors(self, a, b, members: list) -> None:
         """Place the anchor pairs held out of continuations of each of ``members``' fits that has not yet

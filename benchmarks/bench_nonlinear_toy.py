@@ -14,9 +14,9 @@ accuracy of the unaligned rows, then the mean accuracy and mean Kendall-tau dist
   MAD's defaults is made once per seed and shared by the variants; their seconds count every member's fit), and
   the latter with one more member per start of MAD fitted from it alone (``start_members``, at 30 inducing inputs,
   or ``--num-inducing`` if fewer), and the pool of 10 and 20 latent dimensions on the centred and on the
-  standardised views (``scalings=("centred", "standardised")``: four members); the pool of 10 and 20 latent
-  dimensions followed by its self-training (``MADEnsemble.self_train``: the pool's confident mutual pairs tied in
-  every member, each round judged by the pool's anchors, up to 5 rounds).
+  standardised views (``scalings=("centred", "standardised")``: four members), and of 10 on both (two); the pool
+  of 10 and 20 latent dimensions followed by its self-training (``MADEnsemble.self_train``: the pool's confident
+  mutual pairs tied in every member, each round judged by the pool's anchors, up to 5 rounds).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_nonlinear_toy.py [--seeds 0 1 2 3 4] [--variants TEXT ...]
         [--num-inducing 25]
@@ -44,6 +44,8 @@ VARIANTS = {
         "ensemble": (5, 10, 20), "start_members": ba.mad.STARTS},
     "ensemble of 10 and 20 latent dimensions on centred and standardised views (MADEnsemble)": {
         "ensemble": (10, 20), "scalings": (False, True)},
+    "ensemble of 10 latent dimensions on centred and standardised views (MADEnsemble)": {
+        "ensemble": (10,), "scalings": (False, True)},
     "ensemble of 10 and 20 latent dimensions, then self-training (MADEnsemble.self_train, up to 5 rounds)": {
         "ensemble": (10, 20), "self_train": True},
 }

@@ -409,6 +409,43 @@ def test_the_anchors_are_held_out_of_the_members_in_worker_processes_as_here(poo
     assert abs(score - serial._anchor_foscttm("Y1", "Y2", held_out=True)) <= 4 / (2 * 20 * 99)
 
 
+def test_the_members_temperatures_are_fitted_in_worker_processes_as_here(pooled):
+    # the members' temperatures fitted on the anchors (each a scalar search over Sinkhorn solves) in two loky workers,
+    # and what each computed on the way (re-inferred anchors, misfit) kept in its member: the same as one after the
+    # other here, up to the workers' own summation order (re-inference is a few L-BFGS steps per row: 1e-6 relative)
+    problem, ensemble = pooled
+    key = ("Y1", "Y2", "likelihood")
+    here = [copy.deepcopy(m) for m in ensemble.estimators_]
+    for member in here:
+        member._forget_derived()
+    expected = [member.calibrate_temperature("Y1", "Y2") for member in here]
+    members = [copy.deepcopy(m) for m in here]
+    for member in members:
+        member._forget_derived()
+    pool = ba.MADEnsemble.from_fitted(members)
+    pool.n_jobs = 2
+    dispatched, each_member = [], pool._each_member
+
+    def recorded(function, todo, arguments):  # which work went to the workers
+        dispatched.append((function.__name__, len(todo)))
+        return each_member(function, todo, arguments)
+
+    pool._each_member = recorded
+    got = pool.member_temperatures("Y1", "Y2")
+    assert dispatched == [("_calibrated_member", 2)]
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+    for member, serial in zip(pool.estimators_, here):
+        assert member.calibration_[key]["temperature"] == pytest.approx(serial.calibration_[key]["temperature"],
+                                                                         rel=1e-4)
+        assert ("Y1", "Y2") in member._reinferred and key in member._calibration_potentials
+        np.testing.assert_allclose(member._reinferred[("Y1", "Y2")][0], serial._reinferred[("Y1", "Y2")][0],
+                                   rtol=1e-4, atol=1e-6)
+    # the pool aligns with them as one after the other here
+    serial_pool = ba.MADEnsemble.from_fitted(here)
+    assert pool.calibrate_temperature("Y1", "Y2") == pytest.approx(serial_pool.calibrate_temperature("Y1", "Y2"),
+                                                                   rel=1e-3)
+
+
 def test_ensemble_self_training_in_worker_processes_and_its_errors(pooled):
     problem, ensemble = pooled
     serial, *_ = _self_trained(pooled, rise=0.0)
