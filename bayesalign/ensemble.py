@@ -247,7 +247,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         torch device of the members (``"cuda"``); None: each member's own (the CPU by default).
     n_jobs : int, optional
         Members fitted at once, each in its own process (joblib's loky backend; -1: one per core, at most one per
-        member), and so are self-training's refits and the continuations its judge holds the anchors out of. None
+        member), and so are the members' temperature fits on the anchors, self-training's refits and the
+        continuations its judge holds the anchors out of. None
         or 1: one after the other in this process. Every member is seeded, so the fits are the same
         either way; a member's warnings (a fit that did not converge, a view switched off) are issued again here,
         naming the member. Each worker process limits its threads to its share of the cores (joblib).
