@@ -388,10 +388,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
             self.self_train(confidence_threshold, max_rounds)
         return self
 
-    def _each_member(self, function, members: list, arguments: list) -> list:
+    def _each_member(self, function, members: list, arguments: list, indices=None) -> list:
         """``function(member, *arguments[k], record)`` for every member k, one after the other in this process or
         at once in ``n_jobs`` worker processes (joblib's loky backend), whose recorded warnings (the results'
-        third entry) are issued here, naming the member."""
+        third entry) are issued here, naming the member by ``indices[k]`` (its place in the pool; default k)."""
         jobs = 1 if self.n_jobs is None else int(self.n_jobs)
         if jobs == 1 or len(members) == 1:
             return [function(member, *args, False) for member, args in zip(members, arguments)]
@@ -400,9 +400,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         jobs = len(members) if jobs < 0 else min(jobs, len(members))
         out = Parallel(n_jobs=jobs, backend="loky")(delayed(function)(member, *args, True)
                                                     for member, args in zip(members, arguments))
-        for k, result in enumerate(out):
+        indices = range(len(members)) if indices is None else indices
+        for index, member, result in zip(indices, members, out):
             for category, message in result[2]:  # the worker's warnings, issued here
-                warnings.warn(f"member {k} ({_describe(members[k])}): {message}", category,
+                warnings.warn(f"member {index} ({_describe(member)}): {message}", category,
                               stacklevel=user_stacklevel())
         return out
 
@@ -601,6 +602,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     def _calibration_pool(self, a, b, cost=None):
         return self._anchor_pool(a, b, cost, calibration=True)
 
+    def _indices(self, members: list) -> list[int]:
+        """The places of ``members`` (fitted members, by identity) in the pool, as a warning names them."""
+        return [next(k for k, member in enumerate(self.estimators_) if member is m) for m in members]
+
     def _calibrate_members(self, a, b, cost) -> None:
         """Fit the temperature of every member between a and b that fits it on the anchors and has not yet
         (:meth:`MAD.calibrate_temperature`), in ``n_jobs`` processes at once when set; each member keeps what its
@@ -609,7 +614,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
                 if member.temperature == "anchors" and (a, b, cost) not in member.calibration_]
         if len(todo) > 1 and self.n_jobs not in (None, 1):
             for member, (caches, _, _) in zip(todo, self._each_member(_calibrated_member, todo,
-                                                                      [(a, b, cost)] * len(todo))):
+                                                                      [(a, b, cost)] * len(todo),
+                                                                      self._indices(todo))):
                 for name, entries in caches.items():
                     getattr(member, name).update(entries)
 
@@ -618,7 +624,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         (:meth:`MAD._held_out_pairs`, cached in the member), in ``n_jobs`` processes at once when set."""
         todo = [member for member in members if (a, b) not in member._held_out]
         if len(todo) > 1 and self.n_jobs not in (None, 1):
-            for member, (pairs, _, _) in zip(todo, self._each_member(_held_out_member, todo, [(a, b)] * len(todo))):
+            for member, (pairs, _, _) in zip(todo, self._each_member(_held_out_member, todo, [(a, b)] * len(todo),
+                                                                     self._indices(todo))):
                 member._held_out[(a, b)] = pairs
 
     def _calibration_method(self) -> str:

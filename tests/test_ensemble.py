@@ -426,9 +426,9 @@ def test_the_members_temperatures_are_fitted_in_worker_processes_as_here(pooled)
     pool.n_jobs = 2
     dispatched, each_member = [], pool._each_member
 
-    def recorded(function, todo, arguments):  # which work went to the workers
+    def recorded(function, todo, arguments, indices=None):  # which work went to the workers
         dispatched.append((function.__name__, len(todo)))
-        return each_member(function, todo, arguments)
+        return each_member(function, todo, arguments, indices)
 
     pool._each_member = recorded
     got = pool.member_temperatures("Y1", "Y2")
@@ -444,6 +444,27 @@ def test_the_members_temperatures_are_fitted_in_worker_processes_as_here(pooled)
     serial_pool = ba.MADEnsemble.from_fitted(here)
     assert pool.calibrate_temperature("Y1", "Y2") == pytest.approx(serial_pool.calibrate_temperature("Y1", "Y2"),
                                                                    rel=1e-3)
+
+
+def _reported_in_a_worker(member, record):
+    """A worker's result whose recorded warning names nothing: the pool names the member when it issues it."""
+    return member.latent_dim, 0.0, [(RuntimeWarning, "said in a worker")]
+
+
+def test_a_workers_warning_names_the_member_by_its_place_in_the_pool(pooled):
+    # work sent for some members only (those whose temperature or held-out anchors are not cached yet), or in
+    # another order, still names each by its index in the pool
+    _, ensemble = pooled
+    pool = ba.MADEnsemble.from_fitted([copy.deepcopy(m) for m in ensemble.estimators_])
+    pool.n_jobs = 2
+    members = pool.estimators_[::-1]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = pool._each_member(_reported_in_a_worker, members, [()] * len(members), pool._indices(members))
+    assert [dim for dim, _, _ in out] == [m.latent_dim for m in members]
+    said = [str(w.message) for w in record if "said in a worker" in str(w.message)]
+    last = len(members) - 1
+    assert said == [f"member {last - k} (latent_dim {m.latent_dim}): said in a worker" for k, m in enumerate(members)]
 
 
 def test_ensemble_self_training_in_worker_processes_and_its_errors(pooled):
