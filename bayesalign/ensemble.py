@@ -138,20 +138,16 @@ def _tie_member(member, a, b, index_a, index_b, probability, cost, round_, recor
     return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
 
 
-#: the caches a member fills on demand (:meth:`MAD._forget_derived`) that its temperature fit in a worker brings back
-_DERIVED = ("calibration_", "_calibration_potentials", "misfit_", "_reinferred", "_held_out")
-
-
 def _calibrated_member(member, a, b, cost, record: bool):
     """(what ``member`` computed to fit its temperature between a and b for ``cost``, as {cache: its entries}
-    (:data:`_DERIVED`); the seconds; the warnings as (category, message) when ``record``): one member's
+    (``MAD._DERIVED``); the seconds; the warnings as (category, message) when ``record``): one member's
     :meth:`MAD.calibrate_temperature`, in this process or a worker's."""
     start = time.perf_counter()
     with warnings.catch_warnings(record=record) as caught:
         if record:
             warnings.simplefilter("default")
         member._temperature(a, b, cost, None)
-    caches = {name: dict(getattr(member, name)) for name in _DERIVED}
+    caches = {name: dict(getattr(member, name)) for name in member._DERIVED}
     return caches, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []]
 
 
@@ -248,10 +244,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     n_jobs : int, optional
         Members fitted at once, each in its own process (joblib's loky backend; -1: one per core, at most one per
         member), and so are the members' temperature fits on the anchors, self-training's refits and the
-        continuations its judge holds the anchors out of. None
-        or 1: one after the other in this process. Every member is seeded, so the fits are the same
-        either way; a member's warnings (a fit that did not converge, a view switched off) are issued again here,
-        naming the member. Each worker process limits its threads to its share of the cores (joblib).
+        continuations its judge holds the anchors out of. None or 1: one after the other in this process. Every
+        member is seeded, so the fits are the same either way; a member's warnings (a fit that did not converge,
+        a view switched off) are issued again here, naming the member. Each worker process limits its threads to
+        its share of the cores (joblib).
     progress : bool
         Progress bars of the default members' fits and of the temperature search.
 

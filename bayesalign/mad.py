@@ -809,13 +809,13 @@ class MAD(PosteriorMatching, BaseEstimator):
         self._stream = {}
         self._forget_derived()
 
+    #: what is computed from the fitted model on demand, each a dict per pair of views (and cost)
+    _DERIVED = ("calibration_", "_calibration_potentials", "misfit_", "_reinferred", "_held_out")
+
     def _forget_derived(self) -> None:
         """Drop what was computed from the fitted model on demand (after a refit or a load)."""
-        self.calibration_ = {}
-        self._calibration_potentials = {}
-        self.misfit_ = {}
-        self._reinferred = {}
-        self._held_out = {}
+        for name in self._DERIVED:
+            setattr(self, name, {})
 
     def _shared_rule(self) -> str:
         """The rule of the shared dimensions: ``shared_by``, with "auto" resolved (resolution on either engine)."""
