@@ -102,10 +102,12 @@ def _describe(member) -> str:
     return f"latent_dim {member.latent_dim}{alone}{', standardised' if member.standardize else ''}"
 
 
-def _fit_member(member, problem: AlignmentProblem, optional: bool, record: bool):
+def _fit_member(member, problem: AlignmentProblem, optional: bool, calibrate, record: bool):
     """(the fitted member or None, its seconds, its warnings as (category, message) when ``record``, why it was left
     out or None): one member's fit, in this process or a worker's (whose warnings would otherwise be lost). An
-    ``optional`` member (one of ``start_members``) whose start cannot be computed on ``problem`` is left out."""
+    ``optional`` member (one of ``start_members``) whose start cannot be computed on ``problem`` is left out.
+    ``calibrate`` (a, b, cost): then, if the member fits its temperature on the anchors, fit it between a and b
+    (:meth:`MAD.calibrate_temperature`), which a worker does while it holds the member."""
     from .gp import StartError
 
     start = time.perf_counter()
@@ -120,6 +122,9 @@ def _fit_member(member, problem: AlignmentProblem, optional: bool, record: bool)
             member, reason = None, str(error)
         else:
             reason = None
+            if calibrate is not None and member.temperature == "anchors" and len(
+                    member.shared_dims(*calibrate[:2])):
+                member._temperature(*calibrate, None)
     return member, time.perf_counter() - start, [(w.category, str(w.message)) for w in caught or []], reason
 
 
@@ -355,7 +360,8 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     def fit(self, problem: AlignmentProblem, self_training: bool = False, confidence_threshold: float = 0.9,
             max_rounds: int = 5) -> MADEnsemble:
         """Fit every member on ``problem`` (which needs anchors; not modified), then pool them (lazily: the
-        members' temperatures and misfits are fitted at the first use, per pair of views).
+        members' temperatures and misfits are fitted at the first use, per pair of views; with ``n_jobs`` set, each
+        worker fits its member's temperature between the first two views right after the fit).
 
         ``self_training``: then run :meth:`self_train` (``confidence_threshold``, ``max_rounds``). Two views only.
         """
@@ -368,7 +374,10 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         if self_training:  # checked before the (slow) fits
             self._check_self_training(problem, confidence_threshold, max_rounds)
         (members, optional), start = self._members_and_roles(), time.perf_counter()
-        fitted = self._each_member(_fit_member, members, [(problem, opt) for opt in optional])
+        # in worker processes each member's temperature between the first two views (align's default pair) is fitted
+        # by the worker that fitted it: at its first use the members would otherwise go to workers again
+        calibrate = None if self.n_jobs in (None, 1) else (*problem.views.names[:2], self.cost)
+        fitted = self._each_member(_fit_member, members, [(problem, opt, calibrate) for opt in optional])
         left_out = []
         for k, (_, _, _, reason) in enumerate(fitted):
             if reason is not None:

@@ -68,6 +68,53 @@ TEMPERATURES = ("anchors", "posterior")
 #: about 1e-2, which moves the objective's minimum by far less than the search's 5% in T (the probabilities
 #: ``align`` reports are solved to 1e-3).
 CALIBRATION_SINKHORN_TOL = 1e-2
+#: First step in log T (a factor of e^0.5) of the temperature search outwards from the posterior temperature.
+TEMPERATURE_STEP = 0.5
+#: Growth of the search's steps downhill (the golden ratio, as in Numerical Recipes' ``mnbrak``).
+GOLDEN = (1.0 + 5.0 ** 0.5) / 2.0
+
+
+def _search_from(objective, centre: float, lo: float, hi: float, step: float = TEMPERATURE_STEP,
+                 xatol: float = 0.05) -> tuple[tuple[float, float], float]:
+    """((x*, objective(x*)), objective(centre)): the minimum of a unimodal ``objective`` on [lo, hi] (lo <= centre <=
+    hi), searched from ``centre`` outwards.
+
+    Steps from ``centre``, each ``GOLDEN`` times the last from ``step``, go downhill until the objective rises or
+    a bound is reached; a bounded Brent search (``xatol``) then refines inside that bracket, and the lowest point evaluated is returned
+    (a bound included, which a bounded Brent search never evaluates). For the temperature search: its minimum lies
+    within a few steps of the posterior temperature (the centre, whose objective the record keeps anyway), and the
+    solves far above it, which a search over the whole range starts with, are the slowest (near chance matching every
+    pair carries mass).
+    """
+    values = {}
+
+    def f(x: float) -> float:
+        x = float(min(max(x, lo), hi))
+        for seen in values:  # Brent's golden point may land on a bracketing step up to round-off
+            if abs(seen - x) <= 1e-9 * max(1.0, abs(x)):
+                return values[seen]
+        values[x] = float(objective(x))
+        return values[x]
+
+    at_centre = f(centre)
+    bracket = (max(centre - step, lo), min(centre + step, hi))  # the minimum within a step of the centre
+    for direction in (1.0, -1.0):
+        inner = min(max(centre + direction * step, lo), hi)
+        if inner == centre or f(inner) >= at_centre:
+            continue
+        previous, width = centre, step
+        while True:  # downhill: widen the step until the objective rises or the bound is reached
+            width *= GOLDEN
+            outer = min(max(inner + direction * width, lo), hi)
+            if outer == inner or f(outer) >= f(inner):
+                break
+            previous, inner = inner, outer
+        bracket = tuple(sorted((previous, outer)))
+        break
+    if bracket[1] - bracket[0] > xatol:
+        minimize_scalar(f, bounds=bracket, method="bounded", options={"xatol": xatol})
+    x = min(values, key=values.get)
+    return (x, values[x]), at_centre
 
 
 def _check_temperature(temperature) -> None:
@@ -119,11 +166,14 @@ class PosteriorMatching:
 
         .. math:: T^\ast = \arg\min_T \; -\sum_{(i,t)\,\in\,\text{anchors}} \log P_T[i, t]
 
-        a bounded scalar search over log T from a tenth of the posterior temperature to 10^4
-        times it. log P_T[i, t] is read from Sinkhorn's potentials, exact also where the
-        marginal underflows or the sparse solver left the pair out as below its tolerance
-        (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the potentials of the
-        nearest one already solved, ``warm_start`` of :func:`~bayesalign.matching.sinkhorn`). The
+        a scalar search over log T between a tenth of the posterior temperature and 10^4 times it,
+        outwards from the posterior temperature (steps growing from ``TEMPERATURE_STEP`` downhill,
+        then bounded Brent inside the bracket, to 5% in T). log P_T[i, t] is read from Sinkhorn's
+        potentials, exact also where the marginal underflows or the sparse solver left the pair out as
+        below its tolerance (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the
+        potentials and the candidate pairs of the nearest one already solved, ``warm_start`` of
+        :func:`~bayesalign.matching.sinkhorn` and ``candidates`` of
+        :func:`~bayesalign.matching.sinkhorn_probabilities`). The
         anchors shaped the mappings they are re-inferred under, so they are not exchangeable with
         the unaligned rows they calibrate, and T* can err either way (benchmarks/RESULTS.md, "Calibration");
         ``MAD(calibration_pairs="held_out")`` fits T on anchor pairs held out of continuations of the fit
@@ -171,22 +221,23 @@ class PosteriorMatching:
         if dense:  # one cost matrix and one optimal assignment for every temperature the search tries
             C = _cost_matrix(cost, *pool_a, *pool_b)
             hard = linear_assignment(C) if C.size > DENSE_SINKHORN_MAX else None
-        potentials = {}  # temperature -> Sinkhorn's potentials there, to warm-start the nearest temperatures
+        solved = {}  # temperature -> (Sinkhorn's potentials, candidate pairs) there, to start the nearest solves
 
-        def nearest(T):  # the potentials of the solved temperature nearest T (in log T), or None
-            return potentials[min(potentials, key=lambda t: abs(np.log(t / T)))] if potentials else None
+        def nearest(T):  # what the solve at the solved temperature nearest T (in log T) ended on, or (None, None)
+            return solved[min(solved, key=lambda t: abs(np.log(t / T)))] if solved else (None, None)
 
         def objective(log_t: float) -> float:
             # log P of the true pairs from Sinkhorn's potentials, exact also where P underflows or was left out of
             # the sparse candidates as below the tolerance (reading P there would give log 0, clipped: a pair at
             # 1e-9 would count as one at 1e-308 and push T up)
             info, T = {}, float(np.exp(log_t))
+            warm, edges = nearest(T)
             if dense:
                 sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info, tol=CALIBRATION_SINKHORN_TOL,
-                                       warm_start=nearest(T))
+                                       warm_start=warm, candidates=edges)
             else:
-                posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=nearest(T))
-            potentials[T] = info["potentials"]
+                posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=warm)
+            solved[T] = (info["potentials"], info.get("edges"))
             alpha, beta = info["log_potentials"]
             value = -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())
             bar.set_postfix(T=f"{T:.4g}", objective=f"{value:.6g}", refresh=False)
@@ -196,16 +247,12 @@ class PosteriorMatching:
         from tqdm.auto import tqdm
 
         centre = np.log(default)
-        # one step per Sinkhorn solve of the search (about a dozen), on a terminal only
+        # one step per Sinkhorn solve of the search (about ten), on a terminal only
         with tqdm(desc=f"temperature {a}-{b}", unit="solve", leave=False,
                   disable=None if self.progress else True) as bar:
-            found = minimize_scalar(objective, bounds=(centre - (0.0 if one_sided else np.log(10)),
-                                                       centre + 4 * np.log(10)),
-                                    method="bounded", options={"xatol": 0.05})
-            at_posterior = objective(centre)
-        T, best = float(np.exp(found.x)), float(found.fun)
-        if one_sided and at_posterior <= best:  # the bounded search never tries its bound itself
-            T, best = default, at_posterior
+            found, at_posterior = _search_from(objective, centre, centre - (0.0 if one_sided else np.log(10)),
+                                               centre + 4 * np.log(10))
+        T, best = float(np.exp(found[0])), float(found[1])
         # as T grows every pair of the pools tends to 1 / (the larger pool's size): chance matching
         chance = len(true_a) * float(np.log(max(pool_a[0].shape[0], pool_b[0].shape[0])))
         evidence = 2.0 * (chance - best)
@@ -220,7 +267,7 @@ class PosteriorMatching:
                           f"at T = {T:.4g}, as the cost's guess", RuntimeWarning, stacklevel=3)
         # Sinkhorn's potentials at T* without the anchors' entries (the pools are [unaligned rows, anchors, slack
         # when the views' sizes differ]): align() starts the same unaligned rows' solve at T* from them
-        f, g, T0 = nearest(T)
+        f, g, T0 = nearest(T)[0]
         rows_a, _, _, rows_b, _, _, _ = self._shared_posteriors(a, b)
         n_a, n_b, n = rows_a.size, rows_b.size, len(true_a)
         self._calibration_potentials[key] = (rows_a, rows_b,

@@ -604,6 +604,31 @@ def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probabil
     assert mad.temperature == "anchors"  # the estimator's own setting is untouched
 
 
+@pytest.mark.parametrize("minimum", [-2.0, -0.3, 0.0, 0.35, 1.7, 6.0, 9.0])
+@pytest.mark.parametrize("one_sided", [False, True])
+def test_temperature_search_from_the_posterior_temperature_finds_the_minimum(minimum, one_sided):
+    # brute force: the search outwards from the centre (0) must land within its tolerance of the minimum of a
+    # unimodal function over [lo, hi] (the minimum itself, a bound when it lies beyond, the centre when a one-sided
+    # search cannot go below it), report the value at the centre it was given, and never evaluate outside [lo, hi]
+    from bayesalign.mad_matching import _search_from
+
+    lo, hi = (0.0 if one_sided else -np.log(10)), 4 * np.log(10)
+    seen = []
+
+    def objective(x):
+        seen.append(x)
+        return abs(x - minimum) ** 1.5 + 0.1 * (x - minimum) ** 2  # unimodal, not a parabola, kinked at its minimum
+
+    (x, value), at_centre = _search_from(objective, 0.0, lo, hi)
+    searched = list(seen)
+    assert min(searched) >= lo and max(searched) <= hi
+    assert len(searched) == len(set(searched)) <= 20  # no point solved twice
+    grid = np.linspace(lo, hi, 20001)
+    expected = grid[np.argmin([objective(g) for g in grid])]
+    assert abs(x - expected) <= 0.05  # the search's xatol in log T
+    assert value == objective(x) and at_centre == objective(0.0)
+
+
 @pytest.mark.parametrize("drop", [0, 7])
 def test_alignment_at_the_fitted_temperature_starts_from_the_searchs_potentials(drop, monkeypatch):
     # align() at T* hands the temperature search's Sinkhorn potentials, the anchors' entries taken out, to the

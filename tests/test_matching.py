@@ -703,6 +703,31 @@ def test_warm_started_sinkhorn_gives_the_same_marginals_in_fewer_sweeps(shape, c
         np.testing.assert_allclose(sparse.toarray(), cold.marginals, atol=1e-5)  # each within 1e-6 (+ 1e-6 left out)
 
 
+@pytest.mark.parametrize("shape", [(80, 80), (70, 90)])
+def test_sinkhorn_started_from_the_candidates_a_nearby_solve_ended_on_gives_the_same_marginals(shape, monkeypatch):
+    # a temperature search passes each solve the potentials and the candidate pairs (info["edges"]) of the nearest
+    # solved temperature: the marginals must be the default start's (kNN pairs and the optimal assignment's), each
+    # within the tolerance of the exact ones, which a dense solve to 1e-9 gives
+    from bayesalign.matching import matcher as match_module
+
+    monkeypatch.setattr(match_module, "DENSE_SINKHORN_MAX", 100)  # the sparse path, as above it
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(shape[0], 2)), rng.normal(size=(shape[1], 2))
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1) / 0.3  # soft enough for Sinkhorn to reach 1e-6
+    for t0, t in ((1.0, 1.6), (1.6, 1.0)):
+        info = {}
+        m.sinkhorn_probabilities(cost, t0, None, a, b, info=info, tol=1e-6)
+        ei, ej = info["edges"]
+        assert ei.size == np.unique(ei * shape[1] + ej).size < cost.size  # each pair once, not all of them
+        started = {}
+        P = m.sinkhorn_probabilities(cost, t, None, a, b, info=started, tol=1e-6, warm_start=info["potentials"],
+                                     candidates=info["edges"])
+        assert "given candidate pairs" in started["probability"] and started["sinkhorn_error"] <= 1e-6
+        exact = m.sinkhorn(cost, t, n_iter=100000, tol=1e-9).marginals
+        np.testing.assert_allclose(P, exact, atol=3e-6)  # 1e-6 of marginal error and 1e-6 left out, with round-off
+        np.testing.assert_allclose(m.sinkhorn_probabilities(cost, t, None, a, b, tol=1e-6), exact, atol=3e-6)
+
+
 def test_warm_start_of_another_problem_is_refused_by_name():
     cost = np.random.default_rng(0).random((5, 6))
     with pytest.raises(ValueError, match="warm_start potentials have shapes"):

@@ -266,7 +266,9 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     final scaling of rows or columns above 1, which changes a marginal by at most the error): the log
     probability of a pair whose marginal underflows, or was left out as below the tolerance; and
     ``potentials``: (f, g, T), the potentials in cost units of the augmented problem (slack or dustbins
-    last), which ``warm_start`` takes (as :func:`sinkhorn`'s) to start a solve at another temperature.
+    last), which ``warm_start`` takes (as :func:`sinkhorn`'s) to start a solve at another temperature;
+    and ``edges``: (ei, ej), the candidate pairs the solve ended on (the given ones and those that joined),
+    the candidates for a solve of the same costs from those potentials.
     With ``costs`` the pairs that the warm potentials give mass at T join the candidates first; without,
     candidates that leave such pairs out can make a warm start converge more slowly than a cold one.
     """
@@ -299,6 +301,7 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     if info is not None:
         info["log_potentials"] = (f[:n_a] / temperature, g[:n_b] / temperature)
         info["potentials"] = (f, g, temperature)
+        info["edges"] = (ei, ej)
     keep = (state.ei < n_a) & (state.ej < n_b)
     P = sp.csr_matrix((plan[keep], (state.ei[keep], state.ej[keep])), shape=(n_a, n_b))
     row_sum = np.asarray(P.sum(1)).ravel()
@@ -416,8 +419,7 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
     """Pairs outside the candidates whose mass exp((f_i + g_j - C_ij) / T) exceeds tol / max(n_a, n_b),
     with their costs, and the largest mass a row or column leaves out; in row blocks of ``costs``."""
     n_a, n_b = shape
-    real = (state.ei < n_a) & (state.ej < n_b)
-    taken = np.sort(state.ei[real] * n_b + state.ej[real])  # the candidates' flat indices in the [n_a, n_b] costs
+    order, cols, ptr = state._rows  # the candidates row by row (the kernel's CSR layout): a block's are contiguous
     threshold = tol / max(n_a, n_b)
     chunk = max(1, _BLOCK_ENTRIES // max(n_b, 1))
     new_i, new_j, new_c = [], [], []
@@ -427,8 +429,9 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
         block = costs.block(rows)  # [r, n_b]
         with np.errstate(over="ignore"):
             mass = np.exp((f[rows, None] + g[None, :n_b] - block) / temperature)  # [r, n_b]
-        lo, hi = np.searchsorted(taken, [rows[0] * n_b, (rows[-1] + 1) * n_b])
-        mass.ravel()[taken[lo:hi] - rows[0] * n_b] = 0.0
+        lo, hi = ptr[rows[0]], ptr[rows[-1] + 1]
+        real = cols[lo:hi] < n_b  # not the slack column
+        mass.ravel()[(state.ei[order[lo:hi]][real] - rows[0]) * n_b + cols[lo:hi][real]] = 0.0
         row_out[rows] = mass.sum(1)
         col_out += mass.sum(0)
         li, lj = np.nonzero(mass > threshold)

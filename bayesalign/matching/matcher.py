@@ -249,7 +249,7 @@ def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, see
 
 
 def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard=None, info=None,
-                           tol: float = 1e-3, warm_start=None) -> np.ndarray:
+                           tol: float = 1e-3, warm_start=None, candidates=None) -> np.ndarray:
     """Sinkhorn match marginals [n_a, n_b] of exp(-C / T) on a dense cost: the probabilities of every matcher.
 
     Up to ``DENSE_SINKHORN_MAX`` pairs, dense Sinkhorn (:func:`~bayesalign.matching.sinkhorn_marginals`).
@@ -259,10 +259,14 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
     matching), and every pair that carries more than the tolerance joins
     (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``): near-hard costs stay sparse, soft ones
     become as dense as they need; with ``warm_start`` the pairs its potentials give mass join first.
+    ``candidates`` (ei, ej): the pairs to start from instead (above ``DENSE_SINKHORN_MAX``; without
+    ``cost_limit`` they must admit a matching of every row of the smaller side): ``info["edges"]`` of the
+    solve ``warm_start`` comes from, which a search over T (:meth:`bayesalign.MAD.calibrate_temperature`)
+    passes on so that each solve starts where the nearest one ended instead of from the kNN pairs.
     ``tol``: the largest marginal error (and left-out mass) accepted. ``info`` (a
-    dict) receives ``sinkhorn_error``, ``probability``, ``log_potentials`` (the log marginal of every pair)
-    and ``potentials``, which ``warm_start`` takes to start a solve of the same costs at another temperature
-    (:func:`~bayesalign.matching.sparse_sinkhorn`).
+    dict) receives ``sinkhorn_error``, ``probability``, ``log_potentials`` (the log marginal of every pair),
+    ``potentials``, which ``warm_start`` takes to start a solve of the same costs at another temperature,
+    and above ``DENSE_SINKHORN_MAX`` ``edges`` (:func:`~bayesalign.matching.sparse_sinkhorn`).
     """
     info = {} if info is None else info
     if C.size <= DENSE_SINKHORN_MAX:
@@ -271,15 +275,22 @@ def sinkhorn_probabilities(C, T, cost_limit=None, mean_a=None, mean_b=None, hard
         info["probability"] = "sinkhorn marginal"
         return P
     source = _MatrixCosts(C)
-    ei, ej = knn_edges(mean_a, mean_b, SINKHORN_NEIGHBORS) if mean_a is not None else source.knn(SINKHORN_NEIGHBORS)
-    if cost_limit is None:  # Sinkhorn's marginals need a matching of every row of the smaller view among
-        # the candidates: the optimal assignment's pairs are one (no search over k)
+    if candidates is not None:
+        ei, ej = (np.asarray(e, np.int64) for e in candidates)
+    elif mean_a is not None:
+        ei, ej = knn_edges(mean_a, mean_b, SINKHORN_NEIGHBORS)
+    else:
+        ei, ej = source.knn(SINKHORN_NEIGHBORS)
+    if cost_limit is None and candidates is None:  # Sinkhorn's marginals need a matching of every row of the
+        # smaller view among the candidates: the optimal assignment's pairs are one (no search over k)
         full = hard if hard is not None else linear_assignment(C)
         keys = np.unique(np.concatenate([ei * C.shape[1] + ej, full.index_a * C.shape[1] + full.index_b]))
         ei, ej = keys // C.shape[1], keys % C.shape[1]
     P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, C[ei, ej], T, C.shape, cost_limit, tol=tol, costs=source,
                                                 info=info, warm_start=warm_start)
-    info["probability"] = (f"sinkhorn marginal on {ei.size} kNN candidate pairs (and the optimal assignment's), "
+    start = "the given candidate pairs" if candidates is not None else "kNN candidate pairs (and the optimal " \
+        "assignment's)"
+    info["probability"] = (f"sinkhorn marginal on {ei.size} {start}, "
                            f"completed to {P.nnz} pairs until no row leaves out more than the tolerance")
     return P.toarray()
 
