@@ -80,11 +80,11 @@ def _search_from(objective, centre: float, lo: float, hi: float, step: float = T
     hi), searched from ``centre`` outwards.
 
     Steps from ``centre``, each ``GOLDEN`` times the last from ``step``, go downhill until the objective rises or
-    a bound is reached; a bounded Brent search (``xatol``) then refines inside that bracket, and the lowest point evaluated is returned
-    (a bound included, which a bounded Brent search never evaluates). For the temperature search: its minimum lies
-    within a few steps of the posterior temperature (the centre, whose objective the record keeps anyway), and the
-    solves far above it, which a search over the whole range starts with, are the slowest (near chance matching every
-    pair carries mass).
+    a bound is reached; a bounded Brent search (``xatol``) then refines inside that bracket, and the lowest point
+    evaluated is returned (a bound included, which a bounded Brent search never evaluates). For the temperature
+    search: its minimum lies within a few steps of the posterior temperature (the centre, whose objective the record
+    keeps anyway), and the solves far above it, which a search over the whole range starts with, are the slowest
+    (near chance matching every pair carries mass).
     """
     values = {}
 
