@@ -204,6 +204,16 @@ def test_members_fitted_in_worker_processes_are_the_same_fits_and_their_warnings
         assert any(f"member {k} (latent_dim {q}): MAD: the model kept stopped" in str(w.message) for w in record)
     for serial, worker in zip(ensemble.estimators_, parallel.estimators_):
         np.testing.assert_allclose(worker.model_.history_[-1], serial.model_.history_[-1], rtol=1e-4)
+    # each worker also fitted its member's temperature between the first two views (align's default pair): it came
+    # back with the member, so aligning sends nothing to the workers again, and it is the temperature fitted here
+    dispatched, each_member = [], parallel._each_member
+    parallel._each_member = lambda function, *rest: dispatched.append(function.__name__) or each_member(function,
+                                                                                                       *rest)
+    key = ("Y1", "Y2", "likelihood")
+    assert all(key in worker.calibration_ for worker in parallel.estimators_)
+    # (fits that differ by round-off may end their searches at other points within the 5% tolerance in T)
+    np.testing.assert_allclose(parallel.member_temperatures(), ensemble.member_temperatures(), rtol=0.06)
+    assert dispatched == []
     same = {tuple(p) for p in parallel.align().pairs.tolist()} & {tuple(p) for p in ensemble.align().pairs.tolist()}
     assert len(same) >= 0.95 * len(ensemble.align().pairs)
     assert parallel.timings_["wall_seconds"] > 0 and len(parallel.timings_["member_seconds"]) == 2
