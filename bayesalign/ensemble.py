@@ -248,11 +248,12 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
         torch device of the members (``"cuda"``); None: each member's own (the CPU by default).
     n_jobs : int, optional
         Members fitted at once, each in its own process (joblib's loky backend; -1: one per core, at most one per
-        member), and so are the members' temperature fits on the anchors, self-training's refits and the
-        continuations its judge holds the anchors out of. None or 1: one after the other in this process. Every
-        member is seeded, so the fits are the same either way; a member's warnings (a fit that did not converge,
-        a view switched off) are issued again here, naming the member. Each worker process limits its threads to
-        its share of the cores (joblib).
+        member), and so are the members' temperature fits on the anchors (between the first two views by the
+        worker that fitted the member, at the end of :meth:`fit`; between others at their first use), self-training's
+        refits and the continuations its judge holds the anchors out of. None or 1: one after the other in this
+        process. Every member is seeded, so the fits are the same either way; a member's warnings (a fit that did
+        not converge, a view switched off) are issued again here, naming the member. Each worker process limits
+        its threads to its share of the cores (joblib).
     progress : bool
         Progress bars of the default members' fits and of the temperature search.
 
@@ -270,9 +271,9 @@ class MADEnsemble(PosteriorMatching, BaseEstimator):
     calibration_ : dict (a, b, cost) -> dict
         The pool's temperature fitted on the anchors, as :attr:`MAD.calibration_`.
     timings_ : dict
-        ``member_seconds`` (fit of each member), ``fit_seconds`` (their sum) and ``wall_seconds`` (of :meth:`fit`:
-        less than their sum when the members ran at once, ``n_jobs``); ``self_training_seconds`` after
-        :meth:`self_train`.
+        ``member_seconds`` (fit of each member, with ``n_jobs`` its temperature fit too), ``fit_seconds`` (their
+        sum) and ``wall_seconds`` (of :meth:`fit`: less than their sum when the members ran at once, ``n_jobs``);
+        ``self_training_seconds`` after :meth:`self_train`.
     self_training_history_ : list of dict
         One entry per round of :meth:`self_train`, as :attr:`MAD.self_training_history_` (``elbo``: every
         member's bound).
