@@ -81,10 +81,10 @@ def _search_from(objective, centre: float, lo: float, hi: float, step: float = T
 
     Steps from ``centre``, each ``GOLDEN`` times the last from ``step``, go downhill until the objective rises or
     a bound is reached; a bounded Brent search (``xatol``) then refines inside that bracket, and the lowest point
-    evaluated is returned (a bound included, which a bounded Brent search never evaluates). For the temperature
-    search: its minimum lies within a few steps of the posterior temperature (the centre, whose objective the record
-    keeps anyway), and the solves far above it, which a search over the whole range starts with, are the slowest
-    (near chance matching every pair carries mass).
+    evaluated is returned (a bound included, which a bounded Brent search never evaluates; a non-finite value counts
+    as +inf). For the temperature search: its minimum lies within a few steps of the posterior temperature (the
+    centre, whose objective the record keeps anyway), and the solves far above it, which a search over the whole
+    range starts with, are the slowest (near chance matching every pair carries mass).
     """
     values = {}
 
@@ -93,7 +93,8 @@ def _search_from(objective, centre: float, lo: float, hi: float, step: float = T
         for seen in values:  # Brent's golden point may land on a bracketing step up to round-off
             if abs(seen - x) <= 1e-9 * max(1.0, abs(x)):
                 return values[seen]
-        values[x] = float(objective(x))
+        value = float(objective(x))
+        values[x] = value if np.isfinite(value) else np.inf  # a failed point is never the minimum, nor downhill
         return values[x]
 
     at_centre = f(centre)

@@ -629,6 +629,15 @@ def test_temperature_search_from_the_posterior_temperature_finds_the_minimum(min
     assert value == objective(x) and at_centre == objective(0.0)
 
 
+def test_temperature_search_never_takes_a_point_whose_objective_failed():
+    # a solve that gives no finite objective (NaN above x = 1 here) counts as +inf: the search goes on to the minimum
+    # of the finite part instead of stepping into the failed region or returning NaN
+    from bayesalign.mad_matching import _search_from
+
+    (x, value), at_centre = _search_from(lambda x: np.nan if x > 1.0 else (x - 0.8) ** 2, 0.0, -2.3, 9.2)
+    assert abs(x - 0.8) <= 0.05 and np.isfinite(value) and at_centre == pytest.approx(0.64)
+
+
 @pytest.mark.parametrize("drop", [0, 7])
 def test_alignment_at_the_fitted_temperature_starts_from_the_searchs_potentials(drop, monkeypatch):
     # align() at T* hands the temperature search's Sinkhorn potentials, the anchors' entries taken out, to the
