@@ -53,33 +53,6 @@ def atomic_write(path, mode: str = "w", **kwargs):
         raise
 
 
-@contextlib.contextmanager
-def host_blas_single_threaded():
-    """numpy's and scipy's BLAS limited to one thread inside the block; torch's own BLAS and OpenMP untouched.
-
-    A loop that alternates torch kernels with numpy / scipy calls (scipy's L-BFGS-B between the bound's
-    evaluations) runs two thread pools, torch's OpenMP one and OpenBLAS's; each pool's idle threads spin
-    after its calls and take the cores from the other's, so on a machine with few cores the loop runs
-    several times slower than with one of them single-threaded (benchmarks/RESULTS.md, "Host BLAS
-    threads"). The host side of such loops works on vectors (the flat parameters), where threads gain
-    nothing. Uses threadpoolctl (scikit-learn's dependency); the libraries inside torch's own folder (a
-    torch build on OpenBLAS) are left alone, and the previous limits come back on exit. The limit holds for
-    the whole process while the block runs (a library setting, as every threadpoolctl limit).
-    """
-    import torch
-    from threadpoolctl import ThreadpoolController
-
-    controller = ThreadpoolController()
-    own = os.path.dirname(os.path.realpath(torch.__file__))
-    paths = [lib.filepath for lib in controller.select(user_api="blas").lib_controllers
-             if not os.path.realpath(lib.filepath).startswith(own)]
-    if not paths:
-        yield
-        return
-    with controller.select(filepath=paths).limit(limits=1):
-        yield
-
-
 def check_count(value, name: str, minimum: int = 1) -> int:
     """``value`` as an int >= ``minimum``; a bool, a fraction or a smaller number is a ValueError naming ``name``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:

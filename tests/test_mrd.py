@@ -413,20 +413,19 @@ def test_restarts_keep_the_best_bound_and_the_first_restart_is_the_plain_fit():
         MRD(n_restarts=0, **kwargs).fit(views)
 
 
-def test_lbfgs_memory_reaches_scipy_and_is_validated(monkeypatch):
-    """lbfgs_memory is L-BFGS-B's maxcor (checked where scipy receives it); bad values name the parameter."""
-    import scipy.optimize
-
-    from bayesalign.gp import MRD
+def test_lbfgs_memory_reaches_the_optimiser_and_is_validated(monkeypatch):
+    """lbfgs_memory is the number of L-BFGS correction pairs (checked where the optimiser receives it); bad values
+    name the parameter."""
+    from bayesalign.gp import MRD, _optim
 
     seen = []
-    minimize = scipy.optimize.minimize
+    run = _optim._run_lbfgs
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs["options"]["maxcor"])
-        return minimize(*args, **kwargs)
+    def spy(evaluate, flat, max_evals, tol, memory, scale):
+        seen.append(memory)
+        return run(evaluate, flat, max_evals, tol, memory, scale)
 
-    monkeypatch.setattr(scipy.optimize, "minimize", spy)
+    monkeypatch.setattr(_optim, "_run_lbfgs", spy)
     rng = np.random.default_rng(0)
     views = {"a": rng.normal(size=(20, 3)), "b": rng.normal(size=(20, 2))}
     MRD(latent_dim=2, num_inducing=5, max_iter=10, warmup_iters=4, lbfgs_memory=7, progress=False, seed=0).fit(views)

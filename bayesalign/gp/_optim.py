@@ -1,7 +1,7 @@
 """The fitting loop shared by every model of ``bayesalign.gp``: maximise a bound over torch parameters.
 
-L-BFGS (scipy's L-BFGS-B on the flattened parameters) by default, Adam as an option. The loop
-keeps the best parameters seen, so that
+L-BFGS on the flattened parameters (in torch, on their device; :func:`_run_lbfgs`) by default, Adam as an
+option. The loop keeps the best parameters seen, so that
 
 - a NaN or inf in the bound or its gradient stops the fit with the best parameters restored and a
   :class:`NonFiniteBoundError` that says where it happened;
@@ -23,14 +23,19 @@ import numpy as np
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
-from .._utils import host_blas_single_threaded
 
 __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 
-#: Consecutive non-finite evaluations L-BFGS-B may backtrack from before the fit stops with an error.
+#: Consecutive non-finite evaluations L-BFGS may backtrack from before the fit stops with an error.
 MAX_NONFINITE_STEPS = 10
 
-#: Default correction pairs L-BFGS-B keeps (scipy's ``maxcor``; GPy / scipy default 10); 30 reach GPy's bound
+#: Trials of one line search (as scipy's L-BFGS-B, ``maxls``) before the memory is dropped.
+MAX_LINE_SEARCH = 20
+
+#: Sufficient-decrease constant of the line search (Armijo; L-BFGS-B's line search uses the same 1e-3).
+LINE_SEARCH_DECREASE = 1e-3
+
+#: Default correction pairs L-BFGS keeps (scipy's ``maxcor``; GPy / scipy default 10); 30 reach GPy's bound
 #: in fewer evaluations on the reference MRD workload (benchmarks/RESULTS.md, "Bayesian core").
 LBFGS_MEMORY = 30
 
@@ -142,18 +147,18 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         *negative* bound into ``p.grad`` (the loop zeroes the gradients before each call).
     params : sequence of leaf tensors with ``requires_grad=True``
     method : {"lbfgs", "adam"}
-        "lbfgs": scipy's L-BFGS-B (no bounds; the parameters are unconstrained raw values);
-        stops when the relative change of the bound per iteration is below ``tol`` or the
-        projected gradient is below 1e-8 (scipy's ``ftol`` / ``gtol``). "adam": torch's Adam with
-        ``learning_rate``; stops when the best bound improved by less than ``tol * |bound|`` over
+        "lbfgs": L-BFGS in the compact form (:func:`_run_lbfgs`; the parameters are unconstrained
+        raw values); stops when the relative change of the bound per iteration is below ``tol`` or the
+        gradient's largest entry is below 1e-8 (scipy's L-BFGS-B tests, ``ftol`` / ``gtol``).
+        "adam": torch's Adam with ``learning_rate``; stops when the best bound improved by less than ``tol * |bound|`` over
         the last 100 steps.
     max_evals : int
         Most bound+gradient evaluations.
     memory : int
-        Correction pairs of L-BFGS-B (``maxcor``; default :data:`LBFGS_MEMORY`).
+        Correction pairs of L-BFGS (scipy's ``maxcor``; default :data:`LBFGS_MEMORY`).
     scales : sequence, optional
         One positive tensor (or None: 1) per entry of ``params``, of that parameter's shape: a
-        diagonal preconditioner. L-BFGS-B then works on ``params / scale`` (the gradient times
+        diagonal preconditioner. L-BFGS then works on ``params / scale`` (the gradient times
         ``scale``), which equalises the curvature of badly scaled parameters; the parameters, the
         bound and the recorded history are unchanged. Adam ignores it.
     history : list, optional
@@ -203,7 +208,7 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         if not params or max_evals <= 0:
             message = "nothing to optimise"
         elif method == "lbfgs":
-            converged, message = _run_lbfgsb(evaluate, flat.flat, max_evals, tol, memory, scale)
+            converged, message = _run_lbfgs(evaluate, flat.flat, max_evals, tol, memory, scale)
         elif method == "adam":
             converged, message = _run_adam(evaluate, params, max_evals, tol, learning_rate, history)
         else:
@@ -227,42 +232,140 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
                        interrupted=interrupted, seconds=time.perf_counter() - start, message=message)
 
 
-def _run_lbfgsb(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY, scale=None):
-    """scipy's L-BFGS-B on the flat parameter buffer (float64 numpy; one copy in and out per step),
-    in the variables ``flat / scale`` when a diagonal preconditioner ``scale`` [P] is given."""
-    from scipy.optimize import minimize
+def _run_lbfgs(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY, scale=None):
+    r"""L-BFGS on the flat parameter buffer, in torch on its device, in the variables ``flat / scale`` when a
+    diagonal preconditioner ``scale`` [P] is given; returns ``(converged, message)``.
 
-    failures = []
-    D = None if scale is None else scale.detach().cpu().numpy().astype(np.float64)
-    host = flat.detach().cpu().numpy().astype(np.float64)
-    if D is not None:
-        host = host / D
+    The direction is :math:`-H g` with the compact form of the L-BFGS inverse Hessian (Byrd, Nocedal & Schnabel
+    1994, eq. 3.1; scipy's L-BFGS-B uses the same matrix):
+
+    .. math::
+        H = \gamma I + [S\ \ \gamma Y]
+            \begin{bmatrix} R^{-\top} (D + \gamma Y^\top Y) R^{-1} & -R^{-\top} \\ -R^{-1} & 0 \end{bmatrix}
+            [S\ \ \gamma Y]^\top,
+
+    :math:`S, Y` [P, m] the last m steps and gradient changes, :math:`R` the upper triangle of
+    :math:`S^\top Y`, :math:`D` its diagonal, :math:`\gamma = s^\top y / y^\top y` of the newest pair. The
+    memory is one [2m, P] buffer, so a step costs two passes over it (one product with ``[g, y]``, one with
+    the small coefficient vector); the parameter vectors of the latent GP models are long (two numbers per
+    latent coordinate), and these passes, not the arithmetic, are L-BFGS's cost there. A pair with
+    :math:`s^\top y \le \epsilon\, y^\top y` is skipped.
+
+    The line search backtracks from the unit step (the first step, and one after a restart, has unit
+    length) until :math:`f(x + t d) \le f(x) + c_1 t\, g^\top d` with :math:`c_1 = 10^{-3}` (L-BFGS-B's
+    ``ftol``), each shorter step the minimiser of the quadratic through f, its slope and the trial value,
+    kept in [0.1, 0.5] of the last (Nocedal & Wright 2006, Section 3.5); a non-finite trial counts as a
+    failed step (0.1 of it next). When it fails within :data:`MAX_LINE_SEARCH` trials the memory is dropped
+    and the search retried from steepest descent; failing there too ends the run, not converged. It stops,
+    converged, when an accepted step decreases f by at most ``tol * max(|f_k|, |f_k+1|, 1)`` or the
+    gradient's largest entry is at most 1e-8 (scipy's ``ftol`` and ``gtol`` tests).
+
+    It replaces scipy's L-BFGS-B, which for these models spent as long per step on its own passes over the
+    memory as the bound's evaluation took at 30 inducing inputs (benchmarks/RESULTS.md, "A torch L-BFGS");
+    it differs from it in its line search, which does not ask for the curvature (Wolfe) condition.
+    """
+    failures: list = []
+    D = None if scale is None else scale.detach().to(device=flat.device, dtype=torch.float64)
+    eps = torch.finfo(torch.float64).eps
 
     def fun(y):
-        x = y if D is None else y * D
         with torch.no_grad():
-            flat.copy_(torch.from_numpy(x))
+            flat.copy_(y if D is None else y * D)
         try:
             value, grad = evaluate()
         except NonFiniteBoundError as exc:
-            # A line-search step into a region where the bound is NaN/inf: report +inf so that
-            # L-BFGS-B backtracks (as GPy/paramz do); give up after a few such steps in a row.
+            # a step into a region where the bound is NaN / inf: a failed line-search step (as GPy / paramz's
+            # L-BFGS-B backtracks from +inf); give up after a few such steps in a row
             failures.append(exc)
             if len(failures) > MAX_NONFINITE_STEPS:
                 raise
-            return math.inf, np.zeros(x.size)
+            return math.inf, None
         failures.clear()
-        g = grad.detach().cpu().numpy().astype(np.float64, copy=False)
+        g = grad.detach().to(torch.float64)
         return -value, (g if D is None else g * D)
 
-    with host_blas_single_threaded():  # else OpenBLAS's spinning threads slow torch's down (and back)
-        result = minimize(fun, host, jac=True, method="L-BFGS-B",
-                          options={"maxfun": max_evals, "maxiter": max_evals, "ftol": tol, "gtol": 1e-8,
-                                   "maxcor": int(memory)})
-    if failures:  # L-BFGS-B stopped without getting past the non-finite region
+    x = flat.detach().to(torch.float64).clone()
+    if D is not None:
+        x = x / D
+    f, g = fun(x)
+    if g is None:
         raise failures[0]
-    message = str(result.message)
-    return bool(result.success) and "CONVERGENCE" in message.upper(), message
+    m, P = int(memory), x.numel()
+    W = x.new_zeros(2 * m, P)  # rows [0, m): the steps s; rows [m, 2m): the gradient changes y (ring slots)
+    SY = x.new_zeros(m, m)  # SY[i, j] = s_i' y_j
+    YY = x.new_zeros(m, m)  # YY[i, j] = y_i' y_j
+    Wg = x.new_zeros(2 * m)  # W g at the current point
+    order: list[int] = []  # the slots in use, oldest first
+    gamma = 1.0
+    d = -g
+    t = 1.0 / max(float(g.norm()), eps)
+    while True:
+        if float(g.abs().max()) <= 1e-8:
+            return True, "CONVERGENCE: the gradient's largest entry is below 1e-8"
+        slope = float(g @ d)
+        if not slope < 0.0:  # not a descent direction (round-off in a flat region): steepest descent
+            order.clear()
+            d, t = -g, 1.0 / max(float(g.norm()), eps)
+            slope = float(g @ d)
+        accepted = None
+        for _ in range(MAX_LINE_SEARCH):
+            f_t, g_t = fun(x + t * d)
+            if g_t is not None and f_t <= f + LINE_SEARCH_DECREASE * t * slope:
+                accepted = (f_t, g_t)
+                break
+            if g_t is None:
+                t_next = 0.1 * t
+            else:  # the minimiser of the quadratic through f, the slope and f_t, kept in [0.1 t, 0.5 t]
+                curvature = f_t - f - t * slope
+                t_quad = -slope * t * t / (2.0 * curvature) if curvature > 0 else 0.0
+                t_next = min(max(t_quad, 0.1 * t), 0.5 * t)
+            if t_next * float(d.norm()) <= eps * (1.0 + float(x.norm())):
+                break  # steps below machine precision
+            t = t_next
+        if accepted is None:
+            if order:  # a stalled L-BFGS direction: forget the memory, retry from steepest descent
+                order.clear()
+                d, t = -g, 1.0 / max(float(g.norm()), eps)
+                continue
+            return False, "ABNORMAL: the line search found no decrease along steepest descent"
+        f_new, g_new = accepted
+        s, y = t * d, g_new - g
+        reduced = f - f_new <= tol * max(abs(f), abs(f_new), 1.0)
+        x, f, g = x + s, f_new, g_new
+        if reduced:
+            return True, "CONVERGENCE: relative reduction of the bound below tol"
+        sy, yy = float(s @ y), float(y @ y)
+        if sy > eps * yy:
+            slot = len(order) if len(order) < m else order.pop(0)
+            order.append(slot)
+            W[slot], W[m + slot] = s, y
+            both = W @ torch.stack([g, y], 1)  # [2m, 2]: one pass over the memory
+            Wg = both[:, 0]
+            SY[:, slot] = both[:m, 1]
+            YY[:, slot] = YY[slot, :] = both[m:, 1]
+            gamma = sy / yy
+        elif order:
+            Wg = W @ g
+        if not order:
+            d, t = -g, 1.0 / max(float(g.norm()), eps)
+            continue
+        d = -_compact_product(g, W, Wg, SY, YY, order, gamma)
+        t = 1.0
+
+
+def _compact_product(g, W, Wg, SY, YY, order, gamma):
+    """H g for the compact L-BFGS inverse Hessian of :func:`_run_lbfgs` (``Wg`` = W g, ``order`` oldest first)."""
+    m = SY.shape[0]
+    idx = torch.as_tensor(order, device=g.device)
+    u, v = Wg[idx], Wg[m + idx]  # S'g, Y'g
+    sy = SY[idx][:, idx]
+    R = torch.triu(sy)
+    a = torch.linalg.solve_triangular(R, u[:, None], upper=True)  # R^-1 S'g
+    inner = (torch.diag(torch.diagonal(sy)) + gamma * YY[idx][:, idx]) @ a - gamma * v[:, None]
+    top = torch.linalg.solve_triangular(R.mT, inner, upper=False)  # R^-T ((D + gamma Y'Y) R^-1 S'g - gamma Y'g)
+    c = g.new_zeros(2 * m)
+    c[idx], c[m + idx] = top[:, 0], -gamma * a[:, 0]
+    return gamma * g + W.mT @ c
 
 
 def _run_adam(evaluate, params, max_evals, tol, learning_rate, history):
