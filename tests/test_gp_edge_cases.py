@@ -92,7 +92,9 @@ def test_data_of_a_large_scale_fit_as_the_same_data_of_unit_scale(tmp_path):
     unit = quiet_fit(BayesianGPLVM(**SMALL), Y * 1e10)
     large = quiet_fit(BayesianGPLVM(**SMALL), Y * 1e10 * scale)
     assert large.noise_variance_["Y"] / scale**2 == pytest.approx(unit.noise_variance_["Y"], rel=1e-6)
-    np.testing.assert_allclose(large.entity_means_, unit.entity_means_, atol=1e-6)
+    # the two bounds differ by a constant (N D log scale), whose round-off the line search's comparisons see: the
+    # paths part by a few 1e-6 (2.8e-6 measured with the torch L-BFGS, within 1e-6 with scipy's L-BFGS-B)
+    np.testing.assert_allclose(large.entity_means_, unit.entity_means_, atol=1e-5)
     path = tmp_path / "large.npz"
     large.save(path)  # the loader builds the same constraint from the stored floor
     loaded = load_model(path)

@@ -19,10 +19,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
-
 
 __all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
 
@@ -150,8 +148,8 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         "lbfgs": L-BFGS in the compact form (:func:`_run_lbfgs`; the parameters are unconstrained
         raw values); stops when the relative change of the bound per iteration is below ``tol`` or the
         gradient's largest entry is below 1e-8 (scipy's L-BFGS-B tests, ``ftol`` / ``gtol``).
-        "adam": torch's Adam with ``learning_rate``; stops when the best bound improved by less than ``tol * |bound|`` over
-        the last 100 steps.
+        "adam": torch's Adam with ``learning_rate``; stops when the best bound improved by less than
+        ``tol * |bound|`` over the last 100 steps.
     max_evals : int
         Most bound+gradient evaluations.
     memory : int

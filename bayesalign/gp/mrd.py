@@ -78,16 +78,16 @@ class MRD(LatentGPBase):
         other optimiser defaults below were chosen on ``benchmarks/bench_mrd.py`` (figures in
         benchmarks/RESULTS.md, "Bayesian core").
     optimizer : {"lbfgs", "adam"}
-        scipy L-BFGS-B on the flattened parameters (default) or torch Adam.
+        L-BFGS on the flattened parameters (default; in torch, on the model's device) or torch Adam.
     max_iter : int
         Most bound evaluations in all, the warm-up included.
     tol : float
         L-BFGS stops when the relative change of the bound per iteration is below ``tol``.
     lbfgs_memory : int
-        Correction pairs of L-BFGS-B (scipy's ``maxcor``); default 30, not scipy's and GPy's 10.
+        Correction pairs of L-BFGS (scipy's ``maxcor``); default 30, not scipy's and GPy's 10.
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
     precondition_after : int or None
-        After this many evaluations of the main phase (the warm-up not counted), L-BFGS-B restarts
+        After this many evaluations of the main phase (the warm-up not counted), L-BFGS restarts
         on ``mu / sqrt(S)`` instead of the latent means ``mu`` (S at the restart): the bound's
         curvature in a mean is about ``1 / S``, and this diagonal preconditioner equalises stiff
         and flat directions. None: never. Not from the start of the main phase (0): where views have
@@ -139,7 +139,7 @@ class MRD(LatentGPBase):
         Number of bound evaluations.
     converged_ : bool
         Whether the last optimisation phase stopped on its tolerance. A fit with ``max_iter > 0`` that
-        did not also warns (``sklearn.exceptions.ConvergenceWarning``). L-BFGS-B's test is on the
+        did not also warns (``sklearn.exceptions.ConvergenceWarning``). L-BFGS's test is on the
         relative change of the bound per iteration, which a stall (a stale curvature memory) can pass
         far from an optimum: :meth:`continue_fit` restarts with a fresh memory and shows whether the
         bound still rises (benchmarks/RESULTS.md, "Why the thread count decides fou-kar's draw 0").
