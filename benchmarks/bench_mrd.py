@@ -2,11 +2,11 @@
 
 Reference workload (issue 4): 2 views, N=100, D=20 each, Q=5, M=20, RBF-ARD kernels. Both
 libraries get the same centred data, the same noise initialisation (mean column variance / 100 per
-view) and 1000 L-BFGS-B evaluations in all; each uses its own default initialisation of q(X) (PCA
+view) and 1000 L-BFGS evaluations in all (GPy: scipy's L-BFGS-B; bayesalign: its own, in torch); each uses its own default initialisation of q(X) (PCA
 of the concatenated views) and inducing inputs. GPy holds the noise fixed for the first 300
 evaluations (the schedule of its MRD examples); bayesalign uses its defaults (a 100-evaluation
-warm-up, 30 L-BFGS-B correction pairs; ``--our-warmup 300`` gives it GPy's schedule,
-``--precondition-after N`` when L-BFGS-B switches to preconditioned latent means, -1 never;
+warm-up, 30 L-BFGS correction pairs; ``--our-warmup 300`` gives it GPy's schedule,
+``--precondition-after N`` when L-BFGS switches to preconditioned latent means, -1 never;
 ``--init cca`` starts q(X) at the views' shared and private directions). The script
 prints each library's final bound and seconds, our time to reach GPy's final bound, and the time of
 one bound+gradient evaluation of each. One short untimed fit of each library comes first, so that
@@ -175,7 +175,7 @@ def reference_seed(views, Q, M, evals, warmup, our_warmup, seed, have_gpy, preco
 def reference(args):
     torch.set_num_threads(1)
     Q, M, evals, warmup = 5, 20, args.evals, args.warmup
-    print(f"reference workload: 2 views, N=100, D=20, Q={Q}, M={M}, RBF-ARD, {evals} L-BFGS-B evaluations "
+    print(f"reference workload: 2 views, N=100, D=20, Q={Q}, M={M}, RBF-ARD, {evals} L-BFGS evaluations "
           f"(GPy: {warmup} with the noise fixed, bayesalign: {args.our_warmup}; "
           f"precondition_after={args.precondition_after}, init={args.init!r}), "
           f"single-threaded; data and initialisation seeds {args.seeds}")
