@@ -249,8 +249,8 @@ def _run_lbfgs(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY
     latent coordinate), and these passes, not the arithmetic, are L-BFGS's cost there. A pair with
     :math:`s^\top y \le \epsilon\, y^\top y` is skipped.
 
-    The line search backtracks from the unit step (the first step, and one after a restart, has unit
-    length) until :math:`f(x + t d) \le f(x) + c_1 t\, g^\top d` with :math:`c_1 = 10^{-3}` (L-BFGS-B's
+    The line search backtracks from t = 1 (on the first iteration and after a restart, from the step of unit
+    length along -g) until :math:`f(x + t d) \le f(x) + c_1 t\, g^\top d` with :math:`c_1 = 10^{-3}` (L-BFGS-B's
     ``ftol``), each shorter step the minimiser of the quadratic through f, its slope and the trial value,
     kept in [0.1, 0.5] of the last (Nocedal & Wright 2006, Section 3.5); a non-finite trial counts as a
     failed step (0.1 of it next). When it fails within :data:`MAX_LINE_SEARCH` trials the memory is dropped
