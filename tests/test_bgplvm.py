@@ -551,7 +551,7 @@ def test_the_compact_lbfgs_direction_equals_the_two_loop_recursion():
 
 def test_lbfgs_finds_the_rosenbrock_minimum_as_scipy_does():
     """maximize's L-BFGS against scipy's L-BFGS-B on the 20-dimensional Rosenbrock function from (-1.2, 1): both
-    reach the minimum at 1 (a closed form), ours in no more evaluations than scipy needs (whose count is the
+    reach the minimum at 1 (a closed form), ours in about as few evaluations as scipy needs (whose count is the
     reference, not a fixed number)."""
     scipy_optimize = pytest.importorskip("scipy.optimize")
     start = np.tile([-1.2, 1.0], 10)
@@ -580,4 +580,6 @@ def test_lbfgs_finds_the_rosenbrock_minimum_as_scipy_does():
                                               "maxcor": _optim.LBFGS_MEMORY})
     assert ours.converged and theirs.success
     torch.testing.assert_close(x.detach(), torch.ones(20, dtype=torch.float64), rtol=0, atol=1e-6)
-    assert ours.n_evals <= theirs.nfev
+    # both take 50 here; round-off on other CPUs moves either count by a few evaluations, so 20% of slack (steepest
+    # descent, or an L-BFGS that loses its curvature pairs, needs hundreds to thousands)
+    assert ours.n_evals <= 1.2 * theirs.nfev
