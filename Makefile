@@ -25,8 +25,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
+# The Bayesian core side by side with GPy (psi-statistics, then MRD fits), one thread each; every other
+# benchmark and the command behind each figure of benchmarks/RESULTS.md are listed in the README.
 bench: $(STAMP)
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python benchmarks/run_all.py
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -u benchmarks/bench_psi.py
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -u benchmarks/bench_mrd.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check bayesalign tests experiments benchmarks

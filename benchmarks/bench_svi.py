@@ -2,7 +2,7 @@
 views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
 
 --agreement: the reference workload of ``bench_mrd.py`` (2 views, N=100, D=20, Q=5, M=20, ``make_views``):
-  the collapsed MRD (1000 L-BFGS-B evaluations, defaults) and the SVI engine from the same PCA start
+  the collapsed MRD (1000 L-BFGS evaluations, defaults) and the SVI engine from the same PCA start
   (full batch, Adam with ``--lr`` 0.05, natural gradients on q(u) with ``--ngd-lr`` 0.5, q(X) variances
   starting at ``--init-variance`` 0.01); both bounds (the SVI one averaged over 256 draws of X,
   with its standard error), their relative gap, and each model's shared dimensions; then the SVI bound at

@@ -102,7 +102,7 @@ def fit_mad(name: str, problem, seed: int, quick: bool, cost: str = "likelihood"
 
     # one fit from the PCA initialisation, as the paper. The best bound of 3 restarts (n_restarts=3) was
     # measured worse: motion capture seed 0 went from Kendall-tau 0.15 to 0.46 with a higher bound
-    # and the paper's optimiser settings: L-BFGS-B with 10 correction pairs (GPy's) after a 300-evaluation
+    # and the paper's optimiser settings: L-BFGS with 10 correction pairs (GPy's) after a 300-evaluation
     # warm-up. With bayesalign's default 30 pairs, 3 of 5 motion capture fits (none with 10; both without
     # the preconditioned restart) reach higher bounds with one shared dimension instead of two: Kendall-tau
     # 0.33 instead of 0.25 (MRD's lbfgs_memory docstring)
