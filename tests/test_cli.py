@@ -448,6 +448,50 @@ def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(tmp_path):
     assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_sigint_during_a_parallel_ensemble_fit_stops_the_workers_too(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while `bayesalign align --method mad-ensemble`
+    fits its members in two worker processes (``n_jobs=2``): exit status 130, the output file unchanged, and no
+    process of the command (workers, joblib's resource tracker) left behind within a few seconds."""
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 2 * np.pi, 300, endpoint=False)
+    a = np.c_[np.cos(t), np.sin(t), 0.5 * np.sin(2 * t)] + 0.1 * rng.normal(size=(300, 3))  # [300, 3]
+    np.savetxt(tmp_path / "a.csv", a, delimiter=",")
+    np.save(tmp_path / "b.npy", 2.0 * a[:, ::-1] + 0.1 * rng.normal(size=(300, 3)))
+    (tmp_path / "pairs.csv").write_text("".join(f"{i},{i}\n" for i in range(0, 300, 10)))
+    out = tmp_path / "m.csv"
+    out.write_text("previous results\n")
+    forever = "{'num_inducing': 30, 'max_iter': 1000000, 'warmup_iters': 10, 'tol': 0}"
+    argv = [sys.executable, "-m", "bayesalign.cli", "align", tmp_path / "a.csv", tmp_path / "b.npy", "--anchors",
+            tmp_path / "pairs.csv", "--method", "mad-ensemble", "--set", "latent_dims=(3,)", "--set", "n_jobs=2",
+            "--set", f"member_options={forever}", "--out", out]
+    proc = subprocess.Popen([str(x) for x in argv], stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        for line in proc.stderr:  # the line printed just before the fit starts
+            if "anchor pairs" in line:
+                break
+        time.sleep(8.0)  # the workers start (a few seconds: each imports torch) and fit
+        assert proc.poll() is None, "the fit ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 20.0
+        while True:  # the session of the command: empty once every worker and helper process has gone
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            assert time.monotonic() < deadline, "worker processes of the interrupted command are still running"
+            time.sleep(0.2)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == 130, err
+    assert "interrupted; no output written" in err
+    assert out.read_text() == "previous results\n"
+
+
 def test_an_interrupted_fit_writes_nothing(files, capsys, monkeypatch):
     """In process: KeyboardInterrupt from the method -> 130, no output file appears."""
     from bayesalign import registry
