@@ -414,11 +414,10 @@ MAD_FOREVER = ["--method", "mad", "--latent-dim", "3", "--set", "num_inducing=30
                "--set", "warmup_iters=10", "--set", "tol=0"]
 
 
-def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(tmp_path):
-    """Ctrl-C (SIGINT) while `bayesalign align --method mad` fits: the command stops at once with exit
-    status 130, the existing output file is unchanged and no temporary file is left. 300 rows a view,
-    so that the fit runs for seconds (on 40 rows L-BFGS may stop within the second we wait)."""
-    folder = tmp_path
+def _long_fit_files(folder):
+    """Two views of a noisy closed curve, 300 rows each (a.csv, b.npy), 30 anchor pairs (pairs.csv) and an
+    existing output file m.csv: a MAD fit on them runs for seconds (on 40 rows L-BFGS may stop within the
+    second an interrupt test waits). Returns the output file."""
     rng = np.random.default_rng(0)
     t = np.linspace(0, 2 * np.pi, 300, endpoint=False)
     a = np.c_[np.cos(t), np.sin(t), 0.5 * np.sin(2 * t)] + 0.1 * rng.normal(size=(300, 3))  # [300, 3]
@@ -427,6 +426,14 @@ def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(tmp_path):
     (folder / "pairs.csv").write_text("".join(f"{i},{i}\n" for i in range(0, 300, 10)))
     out = folder / "m.csv"
     out.write_text("previous results\n")
+    return out
+
+
+def test_sigint_during_a_mad_fit_exits_130_and_leaves_the_output(tmp_path):
+    """Ctrl-C (SIGINT) while `bayesalign align --method mad` fits: the command stops at once with exit
+    status 130, the existing output file is unchanged and no temporary file is left."""
+    folder = tmp_path
+    out = _long_fit_files(folder)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     argv = [sys.executable, "-m", "bayesalign.cli", "align", folder / "a.csv", folder / "b.npy", "--anchors",
             folder / "pairs.csv", *MAD_FOREVER, "--out", out]
@@ -452,14 +459,7 @@ def test_sigint_during_a_parallel_ensemble_fit_stops_the_workers_too(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) while `bayesalign align --method mad-ensemble`
     fits its members in two worker processes (``n_jobs=2``): exit status 130, the output file unchanged, and no
     process of the command (workers, joblib's resource tracker) left behind within a few seconds."""
-    rng = np.random.default_rng(0)
-    t = np.linspace(0, 2 * np.pi, 300, endpoint=False)
-    a = np.c_[np.cos(t), np.sin(t), 0.5 * np.sin(2 * t)] + 0.1 * rng.normal(size=(300, 3))  # [300, 3]
-    np.savetxt(tmp_path / "a.csv", a, delimiter=",")
-    np.save(tmp_path / "b.npy", 2.0 * a[:, ::-1] + 0.1 * rng.normal(size=(300, 3)))
-    (tmp_path / "pairs.csv").write_text("".join(f"{i},{i}\n" for i in range(0, 300, 10)))
-    out = tmp_path / "m.csv"
-    out.write_text("previous results\n")
+    out = _long_fit_files(tmp_path)
     forever = "{'num_inducing': 30, 'max_iter': 1000000, 'warmup_iters': 10, 'tol': 0}"
     argv = [sys.executable, "-m", "bayesalign.cli", "align", tmp_path / "a.csv", tmp_path / "b.npy", "--anchors",
             tmp_path / "pairs.csv", "--method", "mad-ensemble", "--set", "latent_dims=(3,)", "--set", "n_jobs=2",
