@@ -1613,9 +1613,11 @@ class MAD(PosteriorMatching, BaseEstimator):
         copied with the fold's rows of b split from the entities they share with a
         (:meth:`bayesalign.gp.MRD.split_entities`; the graph prior rebuilt over the enlarged set of entities,
         each split row keeping its own view's neighbours, the kept correspondence round's edges included)
-        and continued for ``HELD_OUT_FRACTION`` of MRD's ``max_iter`` evaluations, every parameter warm. Each
-        split row is then placed by its own view and its neighbours, as an unaligned row is, in a model that
-        keeps the other folds' anchors: unlike an anchor inferred again from the fitted model, whose mappings
+        and continued for ``HELD_OUT_FRACTION`` of MRD's ``max_iter`` evaluations, every other parameter warm.
+        Each split row starts where its own view alone places it (``split_entities(start="inferred")``; a copy of
+        the pair's q(x) kept the variance of a point both views pin down through the continuation) and is then
+        placed by its own view and its neighbours, as an unaligned row is, in a model that keeps the other
+        folds' anchors: unlike an anchor inferred again from the fitted model, whose mappings
         and neighbours were fitted around one latent point for both of its rows, it is exchangeable with the
         unaligned rows it calibrates (up to the fold's anchors the model lacks). The fitted model is unchanged.
         """
@@ -1637,7 +1639,8 @@ class MAD(PosteriorMatching, BaseEstimator):
                 split = {**rows, b: rows[b].copy()}
                 split[b][rows_b] = n_entities + np.arange(fold.size)
                 prior = self._entity_prior(views, split, n_entities + fold.size, getattr(self, "_prior_edges", None))
-                model = self.model_.split_entities(b, rows_b, latent_prior=prior)
+                model = self.model_.split_entities(b, rows_b, latent_prior=prior, start="inferred",
+                                                   infer_max_iter=int(self.infer_max_iter))
                 model._warn_convergence = False  # a held-out fold's share of the budget, not the kept fit
                 model.continue_fit(budget)
                 mean, var = model.entity_means_, model.entity_variances_

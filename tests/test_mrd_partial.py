@@ -420,6 +420,36 @@ def test_split_entities_changes_the_bound_by_the_copies_kl_alone_and_leaves_the_
         model.split_entities("b", [50])
 
 
+def test_split_entities_inferred_starts_each_split_row_where_its_own_view_alone_places_it(fitted_partial):
+    # start="inferred": the new entity of each split row of b starts at MRD.infer of that row from b alone; the entity
+    # it left starts at MRD.infer of a's row when a alone still sees it, and keeps its q(x) when c sees it too (two
+    # views still pin it down); every other entity keeps its q(x), and the fitted model is not touched
+    X, views, rows, model = fitted_partial
+    means, variances = model.entity_means_.copy(), model.entity_variances_.copy()
+    shared = np.flatnonzero(np.isin(rows["b"], rows["a"]))[:8]  # rows of b whose entities a sees too
+    order = np.sort(shared)
+    split = model.split_entities("b", shared, start="inferred", infer_max_iter=200)
+    # the same computation as infer (one row's bound, the same start and iterations): equal to round-off
+    mean_b, var_b = model.infer("b", views["b"][order], max_iter=200)
+    np.testing.assert_allclose(split.entity_means_[83:], mean_b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(split.entity_variances_[83:], var_b, rtol=1e-9, atol=1e-12)
+    old = rows["b"][order]  # entity e is row e of a (a sees entities 0-49 in order)
+    alone = ~np.isin(old, rows["c"])
+    assert alone.any() and (~alone).any()  # the fixture splits both kinds
+    mean_a, var_a = model.infer("a", views["a"][old[alone]], max_iter=200)
+    np.testing.assert_allclose(split.entity_means_[old[alone]], mean_a, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(split.entity_variances_[old[alone]], var_a, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(split.entity_means_[old[~alone]], means[old[~alone]])
+    others = np.setdiff1d(np.arange(83), old[alone])
+    np.testing.assert_array_equal(split.entity_means_[others], means[others])
+    # the reason for the option: one view alone pins the shared dimension down less than two did
+    dim = model.shared_dims()
+    assert (split.entity_variances_[83:][:, dim] > variances[old][:, dim]).all()
+    np.testing.assert_array_equal(model.entity_means_, means)
+    with pytest.raises(ValueError, match="start must be one of"):
+        model.split_entities("b", shared, start="middle")
+
+
 def test_split_entities_of_a_model_with_another_prior_needs_that_prior_given():
     import scipy.sparse as sp
 

@@ -63,6 +63,9 @@ def _init_label(init) -> str:
     return "embedding" if isinstance(init, LatentEmbedding) else "array"
 
 
+#: Where :meth:`LatentGPBase.split_entities` starts the q(x) of the entities it splits.
+SPLIT_STARTS = ("copy", "inferred")
+
 class LatentGPBase(BaseEstimator):
     """Fit / predict / infer / save for BayesianGPLVM and MRD (see :class:`bayesalign.gp.MRD`)."""
 
@@ -283,17 +286,28 @@ class LatentGPBase(BaseEstimator):
             self._warn_unconverged(done + budget, budget, stacklevel=3)
         return self
 
-    def split_entities(self, view, rows, latent_prior=None):
+    def split_entities(self, view, rows, latent_prior=None, start: str = "copy", infer_max_iter: int = 500):
         """A copy of the fitted model in which ``rows`` of ``view`` are entities of their own, not yet refitted.
 
         Each row given leaves the entity it shared with other views (e.g. an anchor pair) for a new entity,
-        appended after the model's, whose q(x) starts as a copy of the old one's; every other parameter
-        (kernels, noise, inducing inputs, the other entities' q(x)) is kept. Each view's term of the bound is
-        then unchanged (its rows see the same q(x) as before), and the bound differs only by the new
-        entities' KL: under the standard normal prior exactly :math:`-\\sum_n \\mathrm{KL}(q(x_n) \\| N(0, I))`
-        over the copies. :meth:`continue_fit` goes on from there: the held-out anchors of MAD's temperature
-        (``MAD(calibration_pairs="held_out")``) are pairs split this way and refitted, each row placed by its
-        own view.
+        appended after the model's; every other parameter (kernels, noise, inducing inputs, the other
+        entities' q(x)) is kept. Where the split entities start (``start``):
+
+        - ``"copy"``: the new entity's q(x) is a copy of the old one's, which keeps its own. Each view's
+          term of the bound is then unchanged (its rows see the same q(x) as before), and the bound differs
+          only by the new entities' KL: under the standard normal prior exactly
+          :math:`-\\sum_n \\mathrm{KL}(q(x_n) \\| N(0, I))` over the copies.
+        - ``"inferred"``: each new entity starts at the q(x) its row alone gives under the fitted model
+          (:func:`~bayesalign.gp.inference.infer_latent`, as :meth:`infer`, at most ``infer_max_iter``
+          evaluations), and each entity a row left that one view alone still observes starts at the q(x) of
+          that view's row, inferred the same way (an entity still seen by several views keeps its q(x)).
+          A copy starts with the posterior of an entity that both views pinned down, about half the
+          variance one view gives, and a short continuation does not undo that (benchmarks/RESULTS.md,
+          "Held-out anchors placed by their own views"); inferred, the split rows start where unaligned
+          rows of their views are placed.
+
+        :meth:`continue_fit` goes on from there: the held-out anchors of MAD's temperature
+        (``MAD(calibration_pairs="held_out")``) are pairs split this way (``"inferred"``) and refitted.
 
         ``latent_prior``: p(X) over the enlarged set of entities (None: the standard normal); a model fitted
         under another prior needs it given, since how a prior over entities extends to new ones is the
@@ -314,15 +328,36 @@ class LatentGPBase(BaseEstimator):
         if latent_prior is None and getattr(module.latent_prior, "name", None) != "standard_normal":
             raise ValueError(f"the model was fitted under the prior {module.latent_prior.name!r}: give "
                              "latent_prior over the enlarged set of entities")
+        if start not in SPLIT_STARTS:
+            raise ValueError(f"start must be one of {SPLIT_STARTS}, got {start!r}")
+        device = entity_of.device
         E = int(module.q_mean.shape[0])
-        old = entity_of[torch.as_tensor(rows, device=entity_of.device)]  # [k] the entities the rows leave
+        rows_t = torch.as_tensor(rows, device=device)
+        old = entity_of[rows_t]  # [k] the entities the rows leave
         observed = [module.observed(u) for u in range(module.n_views)]
         observed[v] = entity_of.clone()
-        observed[v][torch.as_tensor(rows, device=entity_of.device)] = E + torch.arange(
-            rows.size, device=entity_of.device)
+        observed[v][rows_t] = E + torch.arange(rows.size, device=device)
+        placed = []  # (entities, view, its rows) whose q(x) starts inferred from those rows alone
+        if start == "inferred" and rows.size:
+            per_view = [rows_u if rows_u is not None else torch.arange(module.outputs(u).shape[0], device=device)
+                        for u, rows_u in enumerate(observed)]  # each view's entity per row, after the split
+            n_seen = torch.zeros(E + rows.size, dtype=torch.long, device=device)
+            for rows_u in per_view:
+                n_seen.index_add_(0, rows_u, torch.ones_like(rows_u))
+            left = torch.zeros(E + rows.size, dtype=torch.bool, device=device)
+            left[old] = True
+            placed.append((E + torch.arange(rows.size, device=device), v, rows_t))
+            for u, rows_u in enumerate(per_view):
+                alone = torch.nonzero(left[rows_u] & (n_seen[rows_u] == 1)).ravel()  # rows of u left seen by u only
+                if u != v and alone.numel():
+                    placed.append((rows_u[alone], u, alone))
+            placed = [(entities, infer_latent(module, u, module.outputs(u)[rows_u], max_iter=infer_max_iter))
+                      for entities, u, rows_u in placed]
         with torch.no_grad():
             mean = torch.cat([module.q_mean, module.q_mean[old]])  # [E + k, Q]
             variance = torch.cat([module.q_variance, module.q_variance[old]])
+            for entities, (mu, S) in placed:
+                mean[entities], variance[entities] = mu.to(mean.dtype), S.to(variance.dtype)
             split = LatentGPModule(
                 outputs=[module.outputs(u) for u in range(module.n_views)], q_mean=mean, q_variance=variance,
                 inducing_inputs=module.inducing_inputs.detach(),
