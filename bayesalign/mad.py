@@ -314,9 +314,9 @@ class MAD(PosteriorMatching, BaseEstimator):
         of an anchor at one latent point and bent both mappings and their neighbours around it, so
         these pairs agree far better than unaligned partners do, and the probabilities come out
         overconfident where the views disagree (the digit halves, mocap). ``"held_out"``: the pairs
-        fall into ``HELD_OUT_FOLDS`` folds, each fold is split into a row of each view and the fit
-        continued warm for ``HELD_OUT_FRACTION`` of ``max_iter`` (:meth:`_held_out_pairs`), so each
-        pair is placed as unaligned rows are (cross-fitting). It costs ``HELD_OUT_FOLDS`` short
+        fall into ``HELD_OUT_FOLDS`` folds, each fold is split into a row of each view, each row started
+        where its own view alone places it, and the fit continued warm for ``HELD_OUT_FRACTION`` of
+        ``max_iter`` (:meth:`_held_out_pairs`), so each pair is placed as unaligned rows are (cross-fitting). It costs ``HELD_OUT_FOLDS`` short
         continuations at the first :meth:`align`, and changes only the temperature: the cost, the
         misfit and the pairing stay those of the re-inferred anchors (benchmarks/RESULTS.md,
         "Held-out anchors"). Needs ``training="all_rows"`` and the collapsed engine.
