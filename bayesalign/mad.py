@@ -316,10 +316,11 @@ class MAD(PosteriorMatching, BaseEstimator):
         overconfident where the views disagree (the digit halves, mocap). ``"held_out"``: the pairs
         fall into ``HELD_OUT_FOLDS`` folds, each fold is split into a row of each view, each row started
         where its own view alone places it, and the fit continued warm for ``HELD_OUT_FRACTION`` of
-        ``max_iter`` (:meth:`_held_out_pairs`), so each pair is placed as unaligned rows are (cross-fitting). It costs ``HELD_OUT_FOLDS`` short
-        continuations at the first :meth:`align`, and changes only the temperature: the cost, the
-        misfit and the pairing stay those of the re-inferred anchors (benchmarks/RESULTS.md,
-        "Held-out anchors"). Needs ``training="all_rows"`` and the collapsed engine.
+        ``max_iter`` (:meth:`_held_out_pairs`), so each pair is placed as unaligned rows are
+        (cross-fitting). It costs ``HELD_OUT_FOLDS`` short continuations at the first :meth:`align`,
+        and changes only the temperature: the cost, the misfit and the pairing stay those of the
+        re-inferred anchors (benchmarks/RESULTS.md, "Held-out anchors", "Held-out anchors placed by
+        their own views"). Needs ``training="all_rows"`` and the collapsed engine.
     latent_prior : {"graph", "standard_normal"}
         p(X) of the all-rows model: N(0, (I + graph_strength * L)^-1) over the entities, L the
         Laplacian of the union of the views' ``n_neighbors``-nearest-neighbour graphs
