@@ -425,7 +425,8 @@ class MAD(PosteriorMatching, BaseEstimator):
         pair: the posterior temperature), ``one_sided`` (fewer than ``MIN_CALIBRATION_PAIRS``: T searched at or
         above the posterior temperature only), ``misfit`` (whether the cost had the cross-view misfit),
         ``method`` (which anchor pairs), ``objective_at_chance`` and ``evidence`` (twice the log-likelihood ratio
-        against chance matching; below ``MIN_CALIBRATION_EVIDENCE`` a RuntimeWarning: no ranking information).
+        against chance matching; below ``MIN_CALIBRATION_EVIDENCE`` a RuntimeWarning: no ranking information),
+        ``at_bound`` ("lower" / "upper" when T is a bound of the search, None inside it).
     timings_ : dict
         Seconds of the last MRD fit (``fit_seconds``) and of the inference of every view's
         unaligned rows (``infer_seconds``).

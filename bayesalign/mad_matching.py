@@ -169,7 +169,11 @@ class PosteriorMatching:
 
         a scalar search over log T between a tenth of the posterior temperature and 10^4 times it,
         outwards from the posterior temperature (steps growing from ``TEMPERATURE_STEP`` downhill,
-        then bounded Brent inside the bracket, to 5% in T). log P_T[i, t] is read from Sinkhorn's
+        then bounded Brent inside the bracket, to 5% in T). Where the pairs' likelihood still rises at the
+        lower end (every true pair far ahead of its rivals, so the objective falls towards T = 0), T is
+        that bound: the record's ``at_bound`` says "lower" (a RuntimeWarning, unless the search was
+        ``one_sided``), or "upper" at the other end; the floor keeps a few perfectly ranked anchors, which
+        are easier than the unaligned rows, from making every probability 0 or 1. log P_T[i, t] is read from Sinkhorn's
         potentials, exact also where the marginal underflows or the sparse solver left the pair out as
         below its tolerance (solved to ``CALIBRATION_SINKHORN_TOL``; each temperature starts from the
         potentials and the candidate pairs of the nearest one already solved, ``warm_start`` of
@@ -251,15 +255,22 @@ class PosteriorMatching:
         # one step per Sinkhorn solve of the search (about ten), on a terminal only
         with tqdm(desc=f"temperature {a}-{b}", unit="solve", leave=False,
                   disable=None if self.progress else True) as bar:
-            found, at_posterior = _search_from(objective, centre, centre - (0.0 if one_sided else np.log(10)),
-                                               centre + 4 * np.log(10))
+            lo, hi = centre - (0.0 if one_sided else np.log(10)), centre + 4 * np.log(10)
+            found, at_posterior = _search_from(objective, centre, lo, hi)
         T, best = float(np.exp(found[0])), float(found[1])
+        at_bound = "lower" if found[0] <= lo else "upper" if found[0] >= hi else None
         # as T grows every pair of the pools tends to 1 / (the larger pool's size): chance matching
         chance = len(true_a) * float(np.log(max(pool_a[0].shape[0], pool_b[0].shape[0])))
         evidence = 2.0 * (chance - best)
         self.calibration_[key] = {**record, "temperature": T, "fallback": False, "one_sided": one_sided,
                                   "objective": best, "objective_at_posterior_temperature": at_posterior,
-                                  "objective_at_chance": chance, "evidence": evidence}
+                                  "objective_at_chance": chance, "evidence": evidence, "at_bound": at_bound}
+        if at_bound == "lower" and not one_sided:
+            warnings.warn(f"views {a!r} and {b!r}: the {len(true_a)} calibration pairs ({record['method']}) were "
+                          f"still more probable at the lowest temperature searched, a tenth of the posterior one: "
+                          f"T = {T:.4g} is that bound (calibration_[...]['at_bound'] = 'lower'), and the match "
+                          f"probabilities are as sharp as the search allows, not as sharp as these pairs would make "
+                          f"them", RuntimeWarning, stacklevel=3)
         if evidence < MIN_CALIBRATION_EVIDENCE:
             warnings.warn(f"views {a!r} and {b!r}: the {len(true_a)} calibration pairs ({record['method']}) give no "
                           f"evidence that the match probabilities rank partners better than chance (twice the "

@@ -720,6 +720,44 @@ def test_temperature_reports_the_evidence_of_its_pairs_against_chance(toy, monke
             mad._calibration_potentials[key] = saved[1]
 
 
+def test_temperature_at_the_lower_end_of_the_search_is_said(toy, monkeypatch):
+    """Calibration pairs whose rows coincide with their true partners, among rivals a few posterior widths away:
+    the pairs' likelihood rises all the way down to the search's floor (a tenth of the posterior temperature), so
+    T* is that bound; the record says so (``at_bound``) and a RuntimeWarning tells the user. Brute force: no
+    temperature of a grid over the search range does better."""
+    from bayesalign.matching.matcher import _cost_matrix, sinkhorn_probabilities
+
+    problem, mad, _ = toy
+    key = ("Y1", "Y2", "likelihood")
+    mad.calibrate_temperature()
+    assert mad.calibration_[key]["at_bound"] is None  # the toy's own anchors: a minimum inside the range
+    rng = np.random.default_rng(1)
+    d = len(mad.shared_dims("Y1", "Y2"))
+    points = 3.0 * rng.standard_normal((50, d))
+    pool_a = (points, np.full((50, d), 0.5))
+    pool_b = (points.copy(), np.full((50, d), 0.5))  # every row of a has its own point in b
+    true = 40 + np.arange(10)
+    monkeypatch.setattr(mad, "_calibration_pool", lambda a, b, cost=None: (pool_a, pool_b, true, true))
+    saved = mad.calibration_.pop(key, None), mad._calibration_potentials.pop(key, None)
+    try:
+        with pytest.warns(RuntimeWarning, match="still more probable at the lowest temperature searched"):
+            T = mad.calibrate_temperature()
+        record = mad.calibration_[key]
+        assert record["at_bound"] == "lower" and not record["one_sided"]
+        assert T == pytest.approx(0.1 * record["posterior_temperature"], rel=1e-12)
+        C = _cost_matrix("likelihood", *pool_a, *pool_b)
+
+        def objective(t):
+            return -np.log(sinkhorn_probabilities(C, t, tol=1e-9)[true, true]).sum()
+
+        assert objective(T) <= min(objective(t) for t in np.exp(np.linspace(np.log(T), np.log(1e4), 12)))
+    finally:  # the module's fitted model keeps its own calibration
+        if saved[0] is not None:
+            mad.calibration_[key] = saved[0]
+        if saved[1] is not None:
+            mad._calibration_potentials[key] = saved[1]
+
+
 def test_temperature_from_few_anchors_may_only_flatten_the_probabilities():
     """Fewer than MIN_CALIBRATION_PAIRS anchor pairs: a warning, and T searched at or above the posterior temperature
     only; it is the posterior temperature itself where nothing above it does better, and it rises where the anchors
