@@ -66,6 +66,7 @@ def _init_label(init) -> str:
 #: Where :meth:`LatentGPBase.split_entities` starts the q(x) of the entities it splits.
 SPLIT_STARTS = ("copy", "inferred")
 
+
 class LatentGPBase(BaseEstimator):
     """Fit / predict / infer / save for BayesianGPLVM and MRD (see :class:`bayesalign.gp.MRD`)."""
 
@@ -337,7 +338,7 @@ class LatentGPBase(BaseEstimator):
         observed = [module.observed(u) for u in range(module.n_views)]
         observed[v] = entity_of.clone()
         observed[v][rows_t] = E + torch.arange(rows.size, device=device)
-        placed = []  # (entities, view, its rows) whose q(x) starts inferred from those rows alone
+        inferred = []  # (entities, their q(x) inferred from one view's rows alone)
         if start == "inferred" and rows.size:
             per_view = [rows_u if rows_u is not None else torch.arange(module.outputs(u).shape[0], device=device)
                         for u, rows_u in enumerate(observed)]  # each view's entity per row, after the split
@@ -346,17 +347,17 @@ class LatentGPBase(BaseEstimator):
                 n_seen.index_add_(0, rows_u, torch.ones_like(rows_u))
             left = torch.zeros(E + rows.size, dtype=torch.bool, device=device)
             left[old] = True
-            placed.append((E + torch.arange(rows.size, device=device), v, rows_t))
+            sources = [(E + torch.arange(rows.size, device=device), v, rows_t)]  # (entities, view, its rows)
             for u, rows_u in enumerate(per_view):
                 alone = torch.nonzero(left[rows_u] & (n_seen[rows_u] == 1)).ravel()  # rows of u left seen by u only
                 if u != v and alone.numel():
-                    placed.append((rows_u[alone], u, alone))
-            placed = [(entities, infer_latent(module, u, module.outputs(u)[rows_u], max_iter=infer_max_iter))
-                      for entities, u, rows_u in placed]
+                    sources.append((rows_u[alone], u, alone))
+            inferred = [(entities, infer_latent(module, u, module.outputs(u)[rows_u], max_iter=infer_max_iter))
+                        for entities, u, rows_u in sources]
         with torch.no_grad():
             mean = torch.cat([module.q_mean, module.q_mean[old]])  # [E + k, Q]
             variance = torch.cat([module.q_variance, module.q_variance[old]])
-            for entities, (mu, S) in placed:
+            for entities, (mu, S) in inferred:
                 mean[entities], variance[entities] = mu.to(mean.dtype), S.to(variance.dtype)
             split = LatentGPModule(
                 outputs=[module.outputs(u) for u in range(module.n_views)], q_mean=mean, q_variance=variance,
