@@ -750,7 +750,9 @@ def test_temperature_at_the_lower_end_of_the_search_is_said(toy, monkeypatch):
         def objective(t):
             return -np.log(sinkhorn_probabilities(C, t, tol=1e-9)[true, true]).sum()
 
-        assert objective(T) <= min(objective(t) for t in np.exp(np.linspace(np.log(T), np.log(1e4), 12)))
+        # the grid starts at T itself; the rest must not do better beyond the solves' tolerance (1e-9 marginals)
+        grid = np.exp(np.linspace(np.log(T), np.log(1e4), 12))[1:]
+        assert objective(T) <= min(objective(t) for t in grid) + 1e-6
     finally:  # the module's fitted model keeps its own calibration
         if saved[0] is not None:
             mad.calibration_[key] = saved[0]

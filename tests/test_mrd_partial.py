@@ -429,18 +429,21 @@ def test_split_entities_inferred_starts_each_split_row_where_its_own_view_alone_
     shared = np.flatnonzero(np.isin(rows["b"], rows["a"]))[:8]  # rows of b whose entities a sees too
     order = np.sort(shared)
     split = model.split_entities("b", shared, start="inferred", infer_max_iter=200)
-    # the same computation as infer (one row's bound, the same start and iterations): equal to round-off
+    # the same computation as infer (each row's own bound from the same start, the same rows in the same order and
+    # batch): equal up to round-off, which the per-row L-BFGS may carry to its stopping tolerance (1e-10 of the
+    # bound), hence 1e-7 on q(x) rather than bit equality
     mean_b, var_b = model.infer("b", views["b"][order], max_iter=200)
-    np.testing.assert_allclose(split.entity_means_[83:], mean_b, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(split.entity_variances_[83:], var_b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(split.entity_means_[83:], mean_b, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(split.entity_variances_[83:], var_b, rtol=1e-7, atol=1e-9)
     old = rows["b"][order]  # entity e is row e of a (a sees entities 0-49 in order)
-    alone = ~np.isin(old, rows["c"])
-    assert alone.any() and (~alone).any()  # the fixture splits both kinds
-    mean_a, var_a = model.infer("a", views["a"][old[alone]], max_iter=200)
-    np.testing.assert_allclose(split.entity_means_[old[alone]], mean_a, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(split.entity_variances_[old[alone]], var_a, rtol=1e-9, atol=1e-12)
-    np.testing.assert_array_equal(split.entity_means_[old[~alone]], means[old[~alone]])
-    others = np.setdiff1d(np.arange(83), old[alone])
+    alone = np.sort(old[~np.isin(old, rows["c"])])  # split_entities infers them in a's row order
+    assert 0 < alone.size < old.size  # the fixture splits both kinds
+    mean_a, var_a = model.infer("a", views["a"][alone], max_iter=200)
+    np.testing.assert_allclose(split.entity_means_[alone], mean_a, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(split.entity_variances_[alone], var_a, rtol=1e-7, atol=1e-9)
+    seen_by_c = old[np.isin(old, rows["c"])]
+    np.testing.assert_array_equal(split.entity_means_[seen_by_c], means[seen_by_c])
+    others = np.setdiff1d(np.arange(83), alone)
     np.testing.assert_array_equal(split.entity_means_[others], means[others])
     # the reason for the option: one view alone pins the shared dimension down less than two did
     dim = model.shared_dims()
