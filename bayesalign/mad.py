@@ -1331,10 +1331,9 @@ class MAD(PosteriorMatching, BaseEstimator):
         candidate that agrees with fewer than half of its pairs is a rival, a different correspondence; if a
         rival's self-training added at least ``RIVAL_SUPPORT`` times the pairs the kept one's did, the data
         support two correspondences about equally and the choice between them is close to a coin toss: a
-        RuntimeWarning says so and ``bootstrap_["ambiguous"]`` is True. Right candidates of the linear toys
-        reproduce each other's pairs, and the best rival there had at most 0.59 of the kept candidate's
-        support; the two silent wrong pairings measured had rivals at 0.88 and 1.0 (benchmarks/RESULTS.md,
-        "Zero anchors"). Since the candidate self-training extends most is kept, a wrong one can also stand
+        RuntimeWarning says so and ``bootstrap_["ambiguous"]`` is True (the threshold's evidence, right and wrong
+        pairings of the linear toys: benchmarks/RESULTS.md, "Zero anchors"). Since the candidate self-training
+        extends most is kept, a wrong one can also stand
         alone with little support: when it confirmed fewer than ``WEAK_SUPPORT`` of the rows its bootstrap
         pairs left, a RuntimeWarning says so and ``bootstrap_["weak_support"]`` is True."""
         rows_a, ma, va, rows_b, mb, vb, _ = self._candidates(a, b)
