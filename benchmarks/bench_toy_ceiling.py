@@ -24,13 +24,14 @@ lengthscale 1) and noise variance (0.01), and the toy's true noisy latent X:
   of 720 points. The private coordinates are functions of the same phase t as X12, so they tell a true pair from a
   false one; a factorised prior cannot use that.
 
-Per seed the exact-match accuracy and the Kendall-tau distance (in the toy's time order) of the 112 unaligned rows,
-then their means and the expected calibration error pooled over the seeds beside the issue's targets (0.85, 0.01,
-0.05). An oracle's match probabilities are the Sinkhorn marginals of exp(score) at T = 1 (its scores are log
-likelihoods, so no temperature is fitted; the marginals ignore the scores' constants per row and per column) and, in the same run, MAD's default (``ba.MAD(seed=seed)``, 80
-inducing inputs, fitted to the toy as ``bench_nonlinear_toy.py`` splits and shuffles it; ``--skip-mad`` leaves it
-out). The Laplace fits start at each row's true latent point (the oracle's mode nearest the truth). About 30 s per
-seed for the oracles and 20 s for MAD on one thread.
+Per seed the exact-match accuracy and the Kendall-tau distance (in the toy's time order) of the 112 unaligned rows
+and the expected calibration error of their pairs' probabilities; then the means, the ECE pooled over the seeds and
+the mean probability beside the issue's targets (0.85, 0.01, 0.05). An oracle's match probabilities are the
+Sinkhorn marginals of exp(score) at T = 1: its scores are log likelihoods, so no temperature is fitted (the
+marginals ignore the scores' constants per row and per column). In the same run, MAD's default
+(``ba.MAD(seed=seed)``, 80 inducing inputs, fitted to the toy as ``bench_nonlinear_toy.py`` splits and shuffles it;
+``--skip-mad`` leaves it out). The Laplace fits start at each row's true latent point (the oracle's mode nearest the
+truth). About 30 s per seed for the oracles and 20 s for MAD on one thread.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_toy_ceiling.py [--seeds 0 1 2 3 4] [--skip-mad]
 """
@@ -45,12 +46,12 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 import bayesalign as ba
+from bayesalign.datasets.synthetic import _TOY_GP_LENGTHSCALE, _TOY_NOISE_SD
 from bayesalign.metrics import _confidence_and_correct
 
-# The generator's constants (bayesalign/datasets/synthetic.py): the GP maps' kernel and the two noise levels.
-LENGTHSCALE, OUTPUT_VARIANCE = 1.0, 1.0
-NOISE_VARIANCE = 0.1 ** 2  # output noise
-LATENT_NOISE_VARIANCE = 0.1 ** 2  # noise added to the sinusoids
+# The generator's constants: its GP maps' RBF kernel (variance 1) and the noise it adds to the latent and the outputs.
+LENGTHSCALE, OUTPUT_VARIANCE = _TOY_GP_LENGTHSCALE, 1.0
+NOISE_VARIANCE = LATENT_NOISE_VARIANCE = _TOY_NOISE_SD ** 2
 N_ANCHORS = 48
 T_GRID = 720
 
