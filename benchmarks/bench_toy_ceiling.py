@@ -111,6 +111,8 @@ def laplace_posteriors(inputs: torch.Tensor, outputs: torch.Tensor, rows: np.nda
         mode = mode - torch.linalg.solve(hess, grad.unsqueeze(-1)).squeeze(-1)
     else:
         raise RuntimeError(f"Laplace modes did not converge: max |gradient| {grad.abs().max():.2e}")
+    if torch.linalg.eigvalsh(hess).min() <= 0:
+        raise RuntimeError("a Laplace mode is not a maximum of its row's likelihood (Hessian not positive definite)")
     return mode, hess
 
 
