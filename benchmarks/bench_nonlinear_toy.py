@@ -20,6 +20,9 @@ accuracy of the unaligned rows, then the mean accuracy and mean Kendall-tau dist
 
     OMP_NUM_THREADS=1 python benchmarks/bench_nonlinear_toy.py [--seeds 0 1 2 3 4] [--variants TEXT ...]
         [--num-inducing 25]
+
+What the toy allows at best (matching with the generator's own kernel, its latent law and the other rows' true
+latent points) is measured by ``bench_toy_ceiling.py``.
 """
 
 from __future__ import annotations
