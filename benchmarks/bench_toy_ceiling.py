@@ -68,11 +68,11 @@ def laplace_posteriors(inputs: torch.Tensor, outputs: torch.Tensor, rows: np.nda
     With ``leave_out`` the row itself is left out of the regression. Returns the modes [r, q] and the
     precisions [r, q, q] (minus the Hessian of log p(y_i | x) at the mode).
     """
-    n = inputs.shape[0]
-    train = torch.stack([torch.as_tensor(np.arange(n) != i) if leave_out else torch.ones(n, dtype=torch.bool)
-                         for i in rows])  # [r, n]
-    z = torch.stack([inputs[m] for m in train])  # [r, n', q]
-    y = torch.stack([outputs[m] for m in train])  # [r, n', p]
+    if leave_out:  # one regression per row, on the n - 1 others
+        keep = [torch.as_tensor(np.arange(inputs.shape[0]) != i) for i in rows]
+        z, y = torch.stack([inputs[m] for m in keep]), torch.stack([outputs[m] for m in keep])  # [r, n-1, q / p]
+    else:  # one regression on every row serves them all (broadcast over the rows)
+        z, y = inputs[None], outputs[None]  # [1, n, q / p]
     chol = torch.linalg.cholesky(rbf(z, z) + NOISE_VARIANCE * torch.eye(z.shape[1]))
     alpha = torch.cholesky_solve(y, chol)  # [r, n', p]
     target = outputs[rows]  # [r, p]
