@@ -18,12 +18,12 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; loaded lazily (PEP 562), since most of them import torch
 _LAZY = {"bootstrap": "bayesalign.bootstrap", "gp": "bayesalign.gp", "mad": "bayesalign.mad", "plot": "bayesalign.plot",
-         "pipelines": "bayesalign.pipelines", "ensemble": "bayesalign.ensemble",
+         "pipelines": "bayesalign.pipelines",
          "MRD": "bayesalign.gp", "BayesianGPLVM": "bayesalign.gp", "MAD": "bayesalign.mad",
-         "MADEnsemble": "bayesalign.ensemble"}
+         "MADEnsemble": "bayesalign.mad"}
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MADEnsemble",
-           "MRD", "Views", "__version__", "bootstrap", "datasets", "ensemble", "gp", "graph", "mad", "matching",
+           "MRD", "Views", "__version__", "bootstrap", "datasets", "gp", "graph", "mad", "matching",
            "metrics", "pipelines", "plot", "spectral"]
 
 

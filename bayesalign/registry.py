@@ -115,10 +115,10 @@ _ENTRIES = [
 _ENTRIES += [MethodSpec(f"mad-{m}-{c}", "bayesalign.mad:MAD", "mad", f"MAD, {m} matcher, {c} cost",
                         "Damianou, Lawrence & Ek 2016", {"matcher": m, "cost": c}, True, True)
              for m in MAD_MATCHERS for c in MAD_COSTS]
-_ENTRIES += [MethodSpec("mad-ensemble", "bayesalign.ensemble:MADEnsemble", "mad",
+_ENTRIES += [MethodSpec("mad-ensemble", "bayesalign.mad:MADEnsemble", "mad",
                         "MAD fits of 10 and 20 latent dimensions on centred and standardised views, their tempered "
                         "match likelihoods pooled "
-                        "(--set latent_dims=..., start_members=..., scalings=..., member_options=...)",
+                        "(--set latent_dims=..., scalings=..., member_options=...)",
                         "Damianou, Lawrence & Ek 2016; Hinton 2002 (product of experts)", probabilistic=True,
                         bayesian=True)]
 
@@ -158,12 +158,12 @@ def _named_parameters(cls) -> set[str]:
 
 
 #: Parameters through which a composite estimator forwards keywords to the model inside it.
-_FORWARDING = ("mrd_options", "gplvm_options")
+_FORWARDING = ("engine_options", "gplvm_options")
 
 
 def _build(cls, latent_dim=None, seed=None, device=None, progress=None, **options):
     """Construct ``cls`` mapping the common settings onto its own parameter names; options it does not
-    take go to its forwarding dict (``mrd_options`` of MAD, ``gplvm_options`` of MRDProcrustes)."""
+    take go to its forwarding dict (``engine_options`` of MAD, ``gplvm_options`` of MRDProcrustes)."""
     accepted, named = _accepted(cls), _named_parameters(cls)
     sink = next((name for name in _FORWARDING if name in named), None)
     kwargs = {}

@@ -24,8 +24,6 @@ before the tenth session used 25 on the toys and 30 on the pairs):
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --orders in_order shuffled
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --pairs "mfeat zer-kar" mocap --seeds 0 1 2
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20
-    OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 5 10 20 \
-        --start-members joint_laplacian pca cca
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --ensemble 10 20 \
         --scalings centred standardised
 
@@ -34,8 +32,7 @@ before the tenth session used 25 on the toys and 30 on the pairs):
 ``bench_nonlinear_toy.py`` does): the same data seen in another row order, hence another fit; the pooled summary
 covers every fit.
 ``--ensemble`` calibrates the pool of one MAD per latent dimension given (``MADEnsemble``) instead of one MAD;
-``--start-members`` adds one member per start named, fitted from it alone (``start_members``); ``--scalings``
-makes every member once per scaling of the views named (``scalings``).
+``--scalings`` makes every member once per scaling of the views named (``scalings``).
 """
 
 from __future__ import annotations
@@ -66,13 +63,11 @@ def calibrated_floor(p, draws: int = 2000, seed: int = 0) -> float:
     return float(np.mean([ba.metrics.expected_calibration_error(p, rng.random(p.size) < p) for _ in range(draws)]))
 
 
-def run(name, problem, seed, num_inducing, ensemble=None, start_members=(), scalings=("centred",),
-        calibration_pairs="reinferred"):
+def run(name, problem, seed, num_inducing, ensemble=None, scalings=("centred",)):
     a, b = problem.views.names[:2]
     options = {} if num_inducing is None else {"num_inducing": num_inducing}
-    options["calibration_pairs"] = calibration_pairs
     if ensemble:  # the pool of one MAD per latent_dim (MADEnsemble), its own temperature fitted on the anchors
-        model = ba.MADEnsemble(latent_dims=ensemble, start_members=start_members, scalings=scalings, seed=seed,
+        model = ba.MADEnsemble(latent_dims=ensemble, scalings=scalings, seed=seed,
                                member_options=options or None).fit(problem)
     else:
         model = ba.MAD(seed=seed, progress=False, **options).fit(problem)
@@ -104,15 +99,9 @@ def main(argv=None):
     parser.add_argument("--ensemble", nargs="*", type=int, default=None, metavar="LATENT_DIM",
                         help="calibrate MADEnsemble of one MAD per latent_dim given (e.g. --ensemble 10 20) instead "
                         "of one MAD")
-    parser.add_argument("--start-members", nargs="*", default=(), choices=ba.mad.STARTS, metavar="START",
-                        help="with --ensemble: one more member per start named, fitted from it alone "
-                        "(MADEnsemble's start_members)")
     parser.add_argument("--scalings", nargs="*", default=("centred",), choices=("centred", "standardised"),
                         metavar="SCALING", help="with --ensemble: every member once per scaling of the views named "
                         "(MADEnsemble's scalings)")
-    parser.add_argument("--calibration-pairs", default="reinferred", choices=ba.mad.CALIBRATION_PAIRS,
-                        help="the anchor pairs the temperature is fitted on (MAD's calibration_pairs; of every "
-                        "member with --ensemble)")
     parser.add_argument("--orders", nargs="*", default=["in_order"], choices=ORDERS,
                         help="fit each toy seed once per order of its unaligned rows (default: in_order)")
     args = parser.parse_args(argv)
@@ -127,8 +116,7 @@ def main(argv=None):
             if order == "shuffled":  # the same data in another row order: another fit
                 problem = problem.shuffle_unaligned(seed=seed)
             label = name if order == "in_order" else f"{name}, shuffled"
-            values, pooled = run(label, problem, seed, args.num_inducing, args.ensemble, args.start_members,
-                                 args.scalings, args.calibration_pairs)
+            values, pooled = run(label, problem, seed, args.num_inducing, args.ensemble, args.scalings)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     pairs = real_pairs() if args.pairs else {}
@@ -136,8 +124,7 @@ def main(argv=None):
         base = pairs[name]()
         for seed in args.seeds:
             values, pooled = run(name, base.split_anchors(0.1, seed=seed), seed, args.num_inducing,
-                                 args.ensemble, args.start_members,
-                                 args.scalings, args.calibration_pairs)
+                                 args.ensemble, args.scalings)
             summary.setdefault(name, []).append(values)
             pools.setdefault(name, []).append(pooled)
     print("\nmean ECE: posterior T -> fitted T (an exactly calibrated p on as many pairs)")

@@ -1,4 +1,4 @@
-"""MAD against the suite's baselines on every shipped real pair at 10% anchors (issue #14's table).
+"""MAD against the suite's baselines on every shipped real pair at 10% anchors.
 
 For each pair and anchor draw (``split_anchors(0.1, seed)``, seeds 0-2) it prints the FOSCTTM of the
 unaligned rows (lower is better; 0.5 is random) of:
@@ -6,44 +6,27 @@ unaligned rows (lower is better; 0.5 is random) of:
 - the baselines at each setting of a small documented grid: CCA and the joint Laplacian with
   n_components 2, 5, 10 (where the views allow it), least squares, the anchor-similarity baseline;
   "best baseline" is the one with the lowest mean over the seeds, at its best setting. The same grid also
-  runs on the standardised views (every column centred and scaled to unit deviation,
-  ``Views.standardised``; rows marked "[standardised]"), so that each MAD variant is compared with the
-  baselines on the same data: a MAD variant on standardised views with the best standardised baseline,
-  every other one with the best baseline on the views as given. The summary also names the best
-  baseline over both;
-- MAD learning from every row (``training="all_rows"``, the default, with its one round of soft
-  correspondence, ``correspondence_rounds="auto"``) and MAD on the anchors only (the paper's procedure,
-  ``training="anchors"``), each on standardised and on centred views, the all-rows model with p(X) = N(0, I)
-  instead of the graph prior, and the all-rows model with no round or up to two rounds
-  (``correspondence_rounds=0`` or ``2``), the centred all-rows fit followed by self-training
-  (``fit(self_training=True)``: its rounds judged by the anchors; scored over the rows unaligned in the problem,
-  a tied row by its entity's posterior; the same fit as the centred row when that ran, its seconds added), and
-  the pool of MAD fits with 10 and 20 latent dimensions
-  (``MADEnsemble``, on centred and on standardised views; with 5, 10 and 20 on centred views, and those three
-  with one more member per start of MAD fitted from it alone, ``start_members``; and with 10 and 20 on both
-  scalings, ``scalings=("centred", "standardised")``, four members, compared with the best baseline of either
-  scaling; and with 10 alone on both scalings, two members; a pool's racing 10-dimensional member of each scaling is
-  the single fit of that scaling when that variant ran in the same call, and its seconds are then that fit's plus
-  the rest; with ``--ensemble-jobs N`` every member is fitted from scratch, N at a time, and the seconds are the wall
-  time), and the pools of 10 and 20 dimensions
-  (centred; both scalings) followed by their self-training (``MADEnsemble.self_train``: the pool's confident pairs
-  tied in every member, each round judged by the pool's anchors; scored and timed as the single fit's
-  self-training, from the pool of the same draw when that ran) (``--variants`` picks some of them).
+  runs on the standardised views (``Views.standardised``; rows marked "[standardised]"), so that each MAD
+  variant is compared with the baselines on the same data. The summary also names the best baseline over both;
+- MAD learning from every row (``training="all_rows"``, the default) and MAD on the anchors only (the paper's
+  procedure, ``training="anchors"``), each on standardised and on centred views, the all-rows model with
+  p(X) = N(0, I) instead of the graph prior (``graph_strength=0``), the centred all-rows fit followed by
+  self-training (``.self_train()``: its rounds judged by the anchors; scored over the rows unaligned in the
+  problem, a tied row by its entity's posterior; the same fit as the centred row when that ran, its seconds
+  added), and pools of MAD fits (``MADEnsemble``: 10 and 20 latent dimensions on centred, on standardised or on
+  both scalings, 5, 10 and 20 on centred views, 10 alone on both scalings; a pool's 10-dimensional member of
+  each scaling is the single fit of that scaling when that variant ran in the same call, its seconds then that
+  fit's plus the rest; with ``--ensemble-jobs N`` every member is fitted from scratch, N at a time, and the
+  seconds are the wall time), and pools followed by their self-training (``--variants`` picks some of them).
 
-MAD's FOSCTTM ranks by the cost it aligns by (``MAD.cost_matrix``: the likelihood cost, with the
-cross-view misfit fitted on the anchors unless ``--misfit none``); the baselines' by the Euclidean
-distances of their embeddings, which is what they align by. A second column ranks each MAD variant's
-partners by its match probabilities (``MAD.match_log_probabilities``: the Sinkhorn marginals at the
-temperature MAD reports them at, whose column potentials discount rows that are near many rows of the
-other view), and, to show what that ranking alone is worth, the best baseline of each scaling (by distance)
-ranked by the Sinkhorn marginals of its squared distances (at the best of ``BASELINE_TEMPERATURES`` times
-its nearest-match temperature, chosen on the truth: generous to the baseline; on the 2,000-row mfeat pairs these
-sparse Sinkhorn solves take minutes per draw, more at the lower temperatures; ``--skip-baseline-ranking`` leaves
-them out). For each MAD variant whose cost has the
-misfit, the same fit is also scored without it (the row "..., without misfit"; ``misfit=None``), and the
-last column gives the FOSCTTM of MAD's posterior means (Euclidean, in the shared dimensions: how the
-tables before 2026-11-25 scored MAD). For MAD also the expected calibration error of its match
-probabilities (Hungarian) and the seconds of fit + alignment. Every number of the table comes from this
+MAD's FOSCTTM ranks by the cost it aligns by (``MAD.cost_matrix``: the likelihood cost with the cross-view
+misfit fitted on the anchors); the baselines' by the Euclidean distances of their embeddings. A second column
+ranks each MAD variant's partners by its match probabilities (``MAD.match_log_probabilities``), and, to show
+what that ranking alone is worth, the best baseline of each scaling ranked by the Sinkhorn marginals of its
+squared distances (at the best of ``BASELINE_TEMPERATURES`` times its nearest-match temperature, chosen on the
+truth: generous to the baseline; ``--skip-baseline-ranking`` leaves them out). The last column gives the FOSCTTM
+of MAD's posterior means (Euclidean, in the shared dimensions). For MAD also the expected calibration error of its
+match probabilities (Hungarian) and the seconds of fit + alignment. Every number of the table comes from this
 one run:
 
     OMP_NUM_THREADS=1 python benchmarks/bench_mad_real.py                 # all pairs, 3 seeds
@@ -88,11 +71,9 @@ def baselines():
 
 
 def mads(args):
-    common = dict(num_inducing=args.num_inducing, start_inducing=args.start_inducing or None, progress=False,
+    common = dict(num_inducing=args.num_inducing, progress=False,
                   **({} if args.device is None else {"device": args.device}),
-                  **({} if args.misfit is None else {"misfit": None if args.misfit == "none" else args.misfit}),
-                  **({} if args.latent_dim is None else {"latent_dim": args.latent_dim}),
-                  **({} if args.shared_by is None else {"shared_by": args.shared_by}))
+                  **({} if args.latent_dim is None else {"latent_dim": args.latent_dim}))
     return {
         "MAD (all rows, standardised)": lambda seed: ba.MAD(**common, seed=seed, training="all_rows",
                                                             standardize=True),
@@ -101,19 +82,13 @@ def mads(args):
         "MAD (anchors only, standardised)": lambda seed: ba.MAD(**common, seed=seed, training="anchors",
                                                                 standardize=True),
         "MAD (all rows, centred, N(0, I) prior)": lambda seed: ba.MAD(**common, seed=seed, training="all_rows",
-                                                                      latent_prior="standard_normal"),
-        "MAD (all rows, centred, 2 correspondence rounds)": lambda seed: ba.MAD(**common, seed=seed,
-                                                                                correspondence_rounds=2),
-        "MAD (all rows, centred, no correspondence round)": lambda seed: ba.MAD(**common, seed=seed,
-                                                                                correspondence_rounds=0),
-        # fit(self_training=True): built in main() from the centred fit above when it ran
+                                                                      graph_strength=0.0),
+        # .self_train(): built in main() from the centred fit above when it ran
         "MAD (all rows, centred, then self-training)": lambda seed: ba.MAD(**common, seed=seed),
         # the pools: built in main() around the variant of the same scaling fitted above, when it ran
         "MAD ensemble (10 + 20 dims, centred)": lambda seed: ensemble(common, seed, (10, 20), CENTRED, args),
         "MAD ensemble (5 + 10 + 20 dims, centred)": lambda seed: ensemble(common, seed, (5, 10, 20), CENTRED, args),
         "MAD ensemble (10 + 20 dims, standardised)": lambda seed: ensemble(common, seed, (10, 20), STANDARD, args),
-        "MAD ensemble (5 + 10 + 20 dims and each start alone, centred)": lambda seed: ensemble(
-            common, seed, (5, 10, 20), CENTRED, args, start_members=ba.mad.STARTS),
         "MAD ensemble (10 + 20 dims, both scalings)": lambda seed: ensemble(common, seed, (10, 20), BOTH, args),
         "MAD ensemble (10 dims, both scalings)": lambda seed: ensemble(common, seed, (10,), BOTH, args),
         # MADEnsemble.self_train: built in main() from the pool above when it ran
@@ -127,9 +102,9 @@ def mads(args):
 CENTRED, STANDARD, BOTH = ("centred",), ("standardised",), ("centred", "standardised")  # MADEnsemble's scalings
 
 
-def ensemble(common, seed, dims, scalings, args, start_members=()):
+def ensemble(common, seed, dims, scalings, args):
     options = {k: v for k, v in common.items() if k not in ("progress", "device", "latent_dim")}
-    return ba.MADEnsemble(latent_dims=dims, start_members=start_members, seed=seed, device=common.get("device"),
+    return ba.MADEnsemble(latent_dims=dims, seed=seed, device=common.get("device"),
                           scalings=scalings, member_options=options, n_jobs=args.ensemble_jobs)
 
 
@@ -138,7 +113,6 @@ def ensemble(common, seed, dims, scalings, args, start_members=()):
 REUSED = {"MAD ensemble (10 + 20 dims, centred)": ("MAD (all rows, centred)",),
           "MAD ensemble (5 + 10 + 20 dims, centred)": ("MAD (all rows, centred)",),
           "MAD ensemble (10 + 20 dims, standardised)": ("MAD (all rows, standardised)",),
-          "MAD ensemble (5 + 10 + 20 dims and each start alone, centred)": ("MAD (all rows, centred)",),
           "MAD ensemble (10 + 20 dims, both scalings)": ("MAD (all rows, centred)", "MAD (all rows, standardised)"),
           "MAD ensemble (10 dims, both scalings)": ("MAD (all rows, centred)", "MAD (all rows, standardised)")}
 
@@ -160,11 +134,12 @@ def _cost_foscttm(model, problem, a, b) -> float:
 def _cost_block(model, problem, a, b):
     """(rows_a, rows_b, C): the cost MAD aligns by between the rows unaligned in the problem (after self-training, a
     row it tied by its entity's posterior), as :func:`_cost_foscttm` scores it."""
-    if model._discovered_between(a, b) is not None:
-        emb, dims = model._match_embedding(a, b, model.cost)
+    posteriors = model.posteriors(a, b)
+    if posteriors.discovered is not None:
+        emb = posteriors.embedding
         rows_a, rows_b = problem.unaligned(a), problem.unaligned(b)
-        ma, va = emb.means[a][rows_a][:, dims], emb.variance_of(a)[rows_a][:, dims]
-        mb, vb = emb.means[b][rows_b][:, dims], emb.variance_of(b)[rows_b][:, dims]
+        ma, va = emb.means[a][rows_a], emb.variance_of(a)[rows_a]
+        mb, vb = emb.means[b][rows_b], emb.variance_of(b)[rows_b]
         cost = (ba.matching.mean_distance_cost(ma, mb) if model.cost == "mean" else
                 ba.matching.likelihood_cost(ma, va, mb, vb))
         return rows_a, rows_b, cost
@@ -175,12 +150,11 @@ def _probability_foscttm(model, problem, a, b) -> float:
     """FOSCTTM of the unaligned rows ranked by MAD's match probabilities (``MAD.match_log_probabilities``: the
     Sinkhorn marginals at the temperature it reports them at); after self-training, the Sinkhorn marginals of the
     cost block of :func:`_cost_block` at that temperature."""
-    if model._discovered_between(a, b) is None:
+    if model.posteriors(a, b).discovered is None:
         rows_a, rows_b, L = model.match_log_probabilities(a, b)
     else:
         rows_a, rows_b, C = _cost_block(model, problem, a, b)
-        T = model._temperature(a, b, model.cost, None)
-        L = ba.matching.sinkhorn_log_marginals(C, 1.0 if T is None else T)
+        L = ba.matching.sinkhorn_log_marginals(C, model.calibrate_temperature(a, b))
     return _scored(-L, rows_a, rows_b, problem, a, b)
 
 
@@ -207,31 +181,12 @@ def _baseline_probability_foscttm(embedding, problem, a, b) -> float:
                for k in BASELINE_TEMPERATURES)
 
 
-def _fit_or_skip(member, problem):
-    """The fitted member, or None for a member fitted from one start that cannot be computed on this problem (left
-    out of the pool, as ``MADEnsemble.fit`` leaves it out)."""
-    try:
-        return member.fit(problem)
-    except ba.gp.StartError as error:
-        if member.starts is None:
-            raise
-        print(f"(left out of the pool: {error})", flush=True)
-        return None
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", nargs="*", default=list(PAIRS), choices=list(PAIRS), metavar="PAIR")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     parser.add_argument("--latent-dim", type=int, default=None, help="MAD's latent_dim (default: MAD's own, 10)")
-    parser.add_argument("--shared-by", choices=["resolution", "relevance"], default=None,
-                        help="MAD's shared_by (default: MAD's own, 'auto': resolution on the collapsed engine)")
-    parser.add_argument("--misfit", choices=["anchors", "none"], default=None,
-                        help="MAD's misfit (default: MAD's own, 'auto': the anchors' on the collapsed engine)")
     parser.add_argument("--num-inducing", type=int, default=80, help="MAD's num_inducing (its default)")
-    parser.add_argument("--start-inducing", type=int, default=30,
-                        help="MAD's start_inducing (its default): the starts race at this many inducing inputs, the "
-                        "kept one grows to --num-inducing; 0: every start at --num-inducing")
     parser.add_argument("--skip-anchors-only", action="store_true")
     parser.add_argument("--skip-baseline-ranking", action="store_true",
                         help="leave out the best baselines ranked by Sinkhorn marginals (minutes per draw on mfeat)")
@@ -275,10 +230,10 @@ def main(argv=None):
                 if reused:  # the single fits above are the (racing) members of their latent_dim and scaling
                     members = []
                     for member in make(seed)._members():
-                        same = next((m for m, _ in reused if member.starts is None and member.latent_dim == m.latent_dim
+                        same = next((m for m, _ in reused if member.latent_dim == m.latent_dim
                                      and member.standardize == m.standardize), None)
-                        members.append(same if same is not None else _fit_or_skip(member, problem))
-                    model = ba.MADEnsemble.from_fitted([m for m in members if m is not None])
+                        members.append(same if same is not None else member.fit(problem))
+                    model = ba.MADEnsemble.from_fitted(members)
                 elif label in SELF_TRAINED:  # the fit of this draw it goes on from (fitted here if it did not run)
                     before, before_seconds = fitted.get(SELF_TRAINED[label], (None, 0.0))
                     if before is None:
@@ -292,23 +247,13 @@ def main(argv=None):
                     model = make(seed).fit(problem)
                 alignment = model.align(a, b, matcher="hungarian")
                 seconds = time.perf_counter() - start + sum(s for _, s in reused)
-                means = (ba.metrics.foscttm(model.embedding_, problem, views=(a, b)) if hasattr(model, "embedding_")
+                means = (ba.metrics.foscttm(model.embedding_, problem, views=(a, b)) if isinstance(model, ba.MAD)
                          else float("nan"))  # an ensemble has no single latent space
                 fitted[label] = (model, seconds)
-                changed = False
-                for run_label in (label, label[:-1] + ", without misfit)"):
-                    if run_label != label:  # the same fit matched on the posterior variances alone
-                        if not alignment.info.get("misfit"):
-                            break
-                        kept, changed = model.misfit, True
-                        model.set_params(misfit=None)
-                        alignment, seconds = model.align(a, b, matcher="hungarian"), 0.0
-                    scores.setdefault(run_label, []).append(_cost_foscttm(model, problem, a, b))
-                    ranked.setdefault(run_label, []).append(_probability_foscttm(model, problem, a, b))
-                    ece = ba.metrics.expected_calibration_error(alignment, problem)
-                    extra.setdefault(run_label, []).append((ece, seconds, means))
-                if changed:
-                    model.set_params(misfit=kept)  # as fitted, for an ensemble that reuses it
+                scores.setdefault(label, []).append(_cost_foscttm(model, problem, a, b))
+                ranked.setdefault(label, []).append(_probability_foscttm(model, problem, a, b))
+                ece = ba.metrics.expected_calibration_error(alignment, problem)
+                extra.setdefault(label, []).append((ece, seconds, means))
         complete = {k: v for k, v in scores.items() if len(v) == len(args.seeds)}
         bests = {}  # "" (the views as given) and STANDARDISED -> (label, mean) of the best baseline on them
         for suffix in ("", STANDARDISED):

@@ -97,7 +97,7 @@ def sequence_kendall_tau(alignment, problem) -> float:
                                 [int(alignment.index_a[k]) for k in keep])
 
 
-def fit_mad(name: str, problem, seed: int, quick: bool, cost: str = "likelihood", **fit_options):
+def fit_mad(name: str, problem, seed: int, quick: bool, cost: str = "likelihood", self_training=None):
     from bayesalign.mad import MAD
 
     # one fit from the PCA initialisation, as the paper. The best bound of 3 restarts (n_restarts=3) was
@@ -107,12 +107,16 @@ def fit_mad(name: str, problem, seed: int, quick: bool, cost: str = "likelihood"
     # the preconditioned restart) reach higher bounds with one shared dimension instead of two: Kendall-tau
     # 0.33 instead of 0.25 (MRD's lbfgs_memory docstring)
     iters = dict(max_iter=120, warmup_iters=40) if quick else dict(max_iter=1000, warmup_iters=300)
-    # the paper's procedure, named explicitly: MRD on the anchors only, then q(x) of the other rows; the
-    # probabilities at the posterior temperature, as table1_runs.csv's ECE column was measured, and the
-    # likelihood cost on the posterior variances alone (no cross-view misfit), as the table was measured
-    return MAD(seed=seed, progress=False, cost=cost, training="anchors", temperature="posterior",
-               shared_by="relevance", misfit=None, **MAD_SETTINGS[name],
-               mrd_options={"lbfgs_memory": 10, **iters}).fit(problem, **fit_options)
+    # the paper's procedure, named explicitly: MRD on the anchors only, then q(x) of the other rows (the
+    # probabilities are read at the posterior temperature, TEMPERATURE, as table1_runs.csv's ECE column is);
+    # self_training: (confidence_threshold, max_rounds) of the rounds that follow the fit
+    mad = MAD(seed=seed, progress=False, cost=cost, training="anchors", **MAD_SETTINGS[name],
+              engine_options={"lbfgs_memory": 10, **iters}).fit(problem)
+    return mad if self_training is None else mad.self_train(*self_training)
+
+
+#: The temperature of the probabilities this experiment reports: the posterior one, as the paper's model has it.
+TEMPERATURE = "posterior"
 
 
 def _true_order(problem, a: str, b: str, rows_a, rows_b):
@@ -223,7 +227,7 @@ def table1(out: Path, seeds: int, quick: bool, names=None, log=print):
             fit_s = time.perf_counter() - start
             fitted[(name, seed)] = (problem, mad)
             for cost in ("mean", "likelihood"):
-                al = mad.align(a, b, matcher="hungarian", cost=cost)
+                al = mad.align(a, b, matcher="hungarian", cost=cost, temperature=TEMPERATURE)
                 res = evaluate(al, problem)
                 rows.append({"problem": name, "seed": seed, "cost": cost,
                              "kendall_tau": sequence_kendall_tau(al, problem),
@@ -286,7 +290,7 @@ def figure_3(out: Path, fitted, n_show: int = 12, log=print):
     if ("digits", 0) not in fitted:
         return
     problem, mad = fitted[("digits", 0)]
-    al = mad.align("top", "bottom", matcher="hungarian", cost="mean")
+    al = mad.align("top", "bottom", matcher="hungarian", cost="mean", temperature=TEMPERATURE)
     truth = problem.truth_between("top", "bottom").mapping()
     show = al.pairs[:n_show]
     fig, axes = plt.subplots(2, n_show, figsize=(n_show * 0.8, 2.0))
@@ -305,7 +309,7 @@ def figure_3(out: Path, fitted, n_show: int = 12, log=print):
 
 def comparison(out: Path, fitted, quick: bool, seeds: int = 2, log=print):
     from bayesalign import compare
-    from bayesalign.mad import COSTS, MATCHERS
+    from bayesalign.matching import COSTS, MATCHERS
     from bayesalign.registry import METHODS, run_method
 
     spectral = [n for n, s in METHODS.items() if s.kind == "embedding" and n != "local-patterns" and s.available]
@@ -353,10 +357,9 @@ def beyond(out: Path, quick: bool, seeds: int, log=print):
         for seed in range(seeds):
             problem = load_problem(name, seed, quick)
             a, b = problem.views.names
-            mad = fit_mad(name, problem, seed, quick, self_training=True, confidence_threshold=0.9,
-                          max_rounds=2 if quick else 3)
+            mad = fit_mad(name, problem, seed, quick, self_training=(0.9, 2 if quick else 3))
             history = mad.self_training_history_
-            after = evaluate(mad.align(a, b), problem)
+            after = evaluate(mad.align(a, b, temperature=TEMPERATURE), problem)
             added = sum(h["added"] for h in history)
             right = sum(h["correct"] or 0 for h in history)
             base = {"accuracy": history[0]["accuracy"]}
@@ -369,7 +372,7 @@ def beyond(out: Path, quick: bool, seeds: int, log=print):
             try:
                 mad0 = fit_mad(name, zero, seed, quick, cost="likelihood")
                 # fit already bootstrapped and self-trained (no anchors); report the end state
-                res = evaluate(mad0.align(a, b), zero)
+                res = evaluate(mad0.align(a, b, temperature=TEMPERATURE), zero)
                 boot = mad0.bootstrap_
                 rows.append({"problem": name, "seed": seed, "anchors": "none (bootstrap)",
                              "rounds": len(mad0.self_training_history_),

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 @pytest.fixture(scope="module")
 def mad():
     problem = mad_toy("linear_shared", seed=0, n=60, n_anchors=20).shuffle_unaligned(seed=0)
-    model = MAD(latent_dim=3, num_inducing=8, seed=0, mrd_options={"max_iter": 60, "warmup_iters": 20})
+    model = MAD(latent_dim=3, num_inducing=8, seed=0, engine_options={"max_iter": 60, "warmup_iters": 20})
     return problem, model.fit(problem)
 
 
@@ -135,7 +135,7 @@ def test_write_figures_of_a_mad_run(mad, tmp_path):
 
     problem, _ = mad
     result = run_method("mad", problem, seed=0, latent_dim=3,
-                        options={"num_inducing": 8, "mrd_options": {"max_iter": 40, "warmup_iters": 10}})
+                        options={"num_inducing": 8, "engine_options": {"max_iter": 40, "warmup_iters": 10}})
     paths = plot.write_figures(result, tmp_path, problem=problem)
     names = sorted(p.name for p in paths)
     a, b = problem.views.names[:2]

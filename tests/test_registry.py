@@ -13,9 +13,9 @@ def test_build_forwards_unknown_options_to_the_inner_model():
     from bayesalign.registry import _build
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # the registry uses MAD's non-deprecated spelling
+        warnings.simplefilter("error", DeprecationWarning)
         mad = _build(MAD, latent_dim=3, seed=1, progress=False, max_iter=5, cost="mean")
-    assert (mad.latent_dim, mad.seed, mad.cost, mad.mrd_options) == (3, 1, "mean", {"max_iter": 5})
+    assert (mad.latent_dim, mad.seed, mad.cost, mad.engine_options) == (3, 1, "mean", {"max_iter": 5})
     pipe = _build(MRDProcrustes, latent_dim=2, seed=0, max_iter=7)
     assert pipe.gplvm_options == {"max_iter": 7} and pipe.latent_dim == 2
 

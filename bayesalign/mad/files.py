@@ -1,4 +1,4 @@
-"""Save and load a fitted MAD: one ``.npz`` file of plain arrays plus JSON metadata, no pickle.
+"""Save and load a fitted MAD or MADEnsemble: one ``.npz`` file of plain arrays plus JSON metadata, no pickle.
 
 The file holds what :meth:`bayesalign.MAD.align` and the streaming matcher need: the problem it
 was fitted on (views, anchors, truth, labels), the training groups, the posteriors of the rows
@@ -16,19 +16,27 @@ from pathlib import Path
 
 import numpy as np
 
-from ._utils import atomic_write
-from .data import AlignmentProblem, Correspondence, LatentEmbedding, Views
+from .._utils import atomic_write
+from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
+from ..gp.model_file import load_model, save_model
+from .ensemble import SCALINGS, MADEnsemble
+from .estimator import MAD
 
-__all__ = ["MADFileError", "load_ensemble", "load_mad", "save_ensemble", "save_mad"]
+__all__ = ["MADFileError", "load", "save"]
 
 FORMAT = "bayesalign.mad"
-FORMAT_VERSION = 1
+#: The layout of the files written here; files of version 1 load too (their parameters translated, ``_params``).
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 #: A MADEnsemble's file: its parameters as JSON and each member's MAD file kept whole inside it.
 ENSEMBLE_FORMAT = "bayesalign.mad_ensemble"
 #: MAD's fitted attributes saved as JSON (their values are JSON types or converted by _jsonable)
-_PLAIN = ("shared_threshold_", "shared_by_", "converged_", "switched_off_views_", "timings_",
-          "self_training_history_", "latent_prior_", "correspondence_history_", "correspondence_rounds_", "starts_",
-          "start_")
+_PLAIN = ("converged_", "switched_off_views_", "timings_", "self_training_history_", "latent_prior_",
+          "correspondence_history_", "correspondence_rounds_", "starts_", "start_")
+#: Version 1's parameters that version 2 fixes, with the only value it reads them at.
+_FIXED_V1 = {"shared_threshold": 0.05, "infer_max_iter": 500, "n_neighbors": 10, "correspondence_rounds": "auto",
+             "correspondence_neighbors": 5, "starts": None, "start_inducing": 30, "shared_by": "auto",
+             "min_resolution": 1.0, "misfit": "auto", "calibration_pairs": "reinferred", "temperature": "anchors"}
 
 
 class MADFileError(ValueError):
@@ -78,10 +86,13 @@ def _read_correspondences(prefix, views_of, arrays) -> list[Correspondence]:
                            arrays.get(f"{prefix}/{k}/weights")) for k, v in enumerate(views_of)]
 
 
-def save_mad(model, path) -> None:
-    """Write a fitted :class:`~bayesalign.MAD` to ``path`` (an ``.npz`` file, written atomically)."""
-    from .gp.model_file import save_model
-
+def save(model, path) -> None:
+    """Write a fitted :class:`~bayesalign.MAD` or :class:`~bayesalign.MADEnsemble` to ``path`` (an ``.npz`` file,
+    written atomically); :func:`load` reads it back and aligns exactly as before."""
+    if isinstance(model, MADEnsemble):
+        return _save_ensemble(model, path)
+    if not isinstance(model, MAD):
+        raise TypeError(f"save writes a MAD or a MADEnsemble, got {type(model).__name__}")
     model._check_fitted()
     if model.engine != "collapsed":
         raise ValueError("only MAD fitted with the collapsed engine can be saved (engine='collapsed')")
@@ -114,19 +125,17 @@ def save_mad(model, path) -> None:
     if model.entities_ is not None:
         for i, name in enumerate(names):
             arrays[f"entities/{i}"] = model.entities_[1][name]
-    edges = getattr(model, "_prior_edges", None)  # the kept correspondence round's edges of the graph prior
-    if edges is not None:
-        edges = edges.tocoo()
-        arrays["prior_edges/row"], arrays["prior_edges/col"] = edges.row, edges.col
-        arrays["prior_edges/data"] = edges.data
+    if model.prior_edges_ is not None:  # the kept correspondence round's edges of the graph prior
+        edges = model.prior_edges_.tocoo()
+        arrays["prior_edges/row"], arrays["prior_edges/col"], arrays["prior_edges/data"] = edges.row, edges.col, \
+            edges.data
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params), "view_names": names,
         "problem_name": problem.name, "anchors": _correspondences("anchors", problem.anchors, arrays),
         "truth": _correspondences("truth", problem.truth, arrays),
         "shared_dims": [[a, b, np.asarray(d).tolist()] for (a, b), d in model.shared_dims_.items()],
         "relevance": {k: np.asarray(v).tolist() for k, v in model.relevance_.items()},
-        "resolution": (None if getattr(model, "resolution_", None) is None
-                       else {k: np.asarray(v).tolist() for k, v in model.resolution_.items()}),
+        "resolution": {k: np.asarray(v).tolist() for k, v in model.resolution_.items()},
         "discovered": discovered, "bootstrap": _jsonable(model.bootstrap_),
         "n_entities": None if model.entities_ is None else int(model.entities_[0]),
         "plain": {key: _jsonable(getattr(model, key, None)) for key in _PLAIN},
@@ -137,62 +146,90 @@ def save_mad(model, path) -> None:
         np.savez(handle, **arrays)
 
 
-def load_mad(path, device=None):
-    """Read a MAD written by :func:`save_mad` (``MAD.save``); raises :class:`MADFileError` naming the file."""
-    return _load(_read, path, device, "MAD")
-
-
-def _load(reader, path, device, kind: str):
-    """``reader(path, device)``, any failure to read the file raised as a :class:`MADFileError` naming it."""
+def load(path, device=None):
+    """Read a MAD or a MADEnsemble written by :func:`save` (never unpickles); a file that cannot be read raises
+    :class:`MADFileError` naming it."""
     import zipfile
 
     try:
-        return reader(path, device)
-    except (FileNotFoundError, MADFileError):
+        with np.load(Path(path), allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        if meta.get("format") not in (FORMAT, ENSEMBLE_FORMAT) or meta.get("format_version") not in READABLE_VERSIONS:
+            raise MADFileError(f"{path}: not a bayesalign MAD file (format {meta.get('format')!r} "
+                               f"version {meta.get('format_version')!r})")
+        if meta["format"] == ENSEMBLE_FORMAT:
+            return _read_ensemble(arrays, meta, device)
+        return _read(arrays, meta, device)
+    except FileNotFoundError:
         raise
+    except MADFileError as exc:  # raised by the reader, which does not know the file's name
+        if str(path) in str(exc):
+            raise
+        raise MADFileError(f"{path}: {exc}") from exc
     except (zipfile.BadZipFile, EOFError, OSError, KeyError, IndexError, RuntimeError, TypeError, ValueError) as exc:
-        raise MADFileError(f"{path}: not a readable bayesalign {kind} file ({type(exc).__name__}: "
+        raise MADFileError(f"{path}: not a readable bayesalign MAD file ({type(exc).__name__}: "
                            f"{' '.join(str(exc).split())[:200]})") from exc
 
 
-def _arrays_and_meta(path, fmt: str, kind: str) -> tuple[dict, dict]:
-    """The arrays of a file (never unpickled) and its JSON metadata, checked to be of format ``fmt``."""
-    with np.load(Path(path), allow_pickle=False) as data:
-        arrays = {key: data[key] for key in data.files}
-    meta = json.loads(str(arrays.pop("meta")))
-    if meta.get("format") != fmt or meta.get("format_version") != FORMAT_VERSION:
-        raise MADFileError(f"{path}: not a bayesalign {kind} file (format {meta.get('format')!r} "
-                           f"version {meta.get('format_version')!r})")
-    return arrays, meta
+def _params(meta) -> dict:
+    """MAD's parameters from a file's metadata; version 1's translated (its two option dicts as ``engine_options``,
+    the parameters version 2 fixes checked to hold the value it reads them at)."""
+    params = dict(meta["params"])
+    if meta["format_version"] == 2:
+        return params
+    engine = params.get("engine", "collapsed")
+    options = params.pop("svi_options" if engine == "svi" else "mrd_options", None)
+    params.pop("mrd_options" if engine == "svi" else "svi_options", None)
+    prior = params.pop("latent_prior", "graph")
+    if prior == "standard_normal":
+        params["graph_strength"] = 0.0
+    if "misfit" not in params:  # such a fit matched on the posterior variances alone
+        raise MADFileError("the file was fitted without the cross-view misfit (its parameters have no misfit), a "
+                           "setting MAD no longer has (it always uses 'auto'); fit the model again")
+    for name, value in _FIXED_V1.items():
+        if name in params and params.pop(name) != value:
+            raise MADFileError(f"the file was fitted with {name}={meta['params'][name]!r}, a setting MAD no longer "
+                               f"has (it always uses {value!r}); fit the model again")
+    params["engine_options"] = options
+    return params
 
 
-def _read(path, device):
-    from .gp.model_file import load_model
-    from .mad import MAD
+def _check_finite(name: str, array: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(array)):
+        raise MADFileError(f"the file's {name} hold non-finite values")
+    return array
 
-    arrays, meta = _arrays_and_meta(path, FORMAT, "MAD")
+
+def _read(arrays, meta, device):
+    from ..gp.kernels import make_kernel
+
     names = list(meta["view_names"])
     labels = {name: arrays[f"labels/{i}"] for i, name in enumerate(names) if f"labels/{i}" in arrays}
     problem = AlignmentProblem(Views({name: arrays[f"views/{i}"] for i, name in enumerate(names)}),
                                anchors=_read_correspondences("anchors", meta["anchors"], arrays),
                                truth=_read_correspondences("truth", meta["truth"], arrays),
                                labels=labels or None, name=meta["problem_name"])
-    model = MAD(**meta["params"])
-    if "misfit" not in meta["params"]:  # a file from before the cross-view misfit: the likelihood cost had none
-        model.misfit = None
-    if "correspondence_rounds" not in meta["params"]:  # a file from before the rounds: there were none
-        model.correspondence_rounds = 0
+    params = _params(meta)
+    kernel = params.get("kernel", "rbf")
+    if not isinstance(kernel, str):
+        raise MADFileError(f"the file's kernel {kernel!r} is not a kernel name")
+    make_kernel(kernel, 1)  # an unknown name raises here, naming it
+    model = MAD(**params)
     model.problem_ = problem
     with tempfile.TemporaryDirectory() as folder:
         inner = Path(folder) / "mrd.npz"
         inner.write_bytes(arrays["mrd"].tobytes())
         model.model_ = load_model(inner, device=device)
     model.anchors_ = arrays["anchors_"]
-    model.posteriors_ = {name: (arrays[f"posteriors/{i}/rows"], arrays[f"posteriors/{i}/mean"],
-                                arrays[f"posteriors/{i}/var"]) for i, name in enumerate(names)}
+    model.posteriors_ = {name: (arrays[f"posteriors/{i}/rows"],
+                                _check_finite(f"posterior means of view {name!r}", arrays[f"posteriors/{i}/mean"]),
+                                _check_finite(f"posterior variances of view {name!r}", arrays[f"posteriors/{i}/var"]))
+                         for i, name in enumerate(names)}
     model.relevance_ = {k: np.asarray(v) for k, v in meta["relevance"].items()}
-    resolution = meta.get("resolution")  # absent from files written before shared_by existed
-    model.resolution_ = None if resolution is None else {k: np.asarray(v) for k, v in resolution.items()}
+    resolution = meta.get("resolution")
+    model.resolution_ = model.model_.resolution_ if resolution is None else {k: np.asarray(v)
+                                                                            for k, v in resolution.items()}
     model.shared_dims_ = {(a, b): np.asarray(d, dtype=np.int64) for a, b, d in meta["shared_dims"]}
     model.discovered_ = {}
     for k, (a, b) in meta["discovered"].items():
@@ -204,82 +241,59 @@ def _read(path, device):
         model.bootstrap_["pairs"] = np.asarray(model.bootstrap_["pairs"], dtype=np.int64)
     model.entities_ = None if meta["n_entities"] is None else (
         int(meta["n_entities"]), {name: arrays[f"entities/{i}"] for i, name in enumerate(names)})
-    if "prior_edges/row" in arrays:  # absent from files of fits that kept no round, or written before 2026-11-27
+    model.prior_edges_ = None
+    if "prior_edges/row" in arrays:
         import scipy.sparse as sp
 
         n = int(meta["n_entities"])
-        model._prior_edges = sp.csr_matrix((arrays["prior_edges/data"], (arrays["prior_edges/row"],
+        model.prior_edges_ = sp.csr_matrix((arrays["prior_edges/data"], (arrays["prior_edges/row"],
                                                                          arrays["prior_edges/col"])), shape=(n, n))
-    else:
-        model._prior_edges = None
-    model.correspondence_history_ = []  # files written before it existed
-    rounds = model.correspondence_rounds  # files written before "auto": the number asked for
-    model.correspondence_rounds_ = 0 if rounds == "auto" else int(rounds)
+    model.correspondence_history_, model.correspondence_rounds_ = [], 0
     for key, value in meta["plain"].items():
-        setattr(model, key, value)
-    if getattr(model, "shared_by_", None) is None:  # a file from before shared_by: relevance was the only rule
-        model.shared_by_ = "relevance"
-    model._fit_prior = getattr(model, "latent_prior_", model.latent_prior)  # a refit keeps the fit's own prior
+        if key in _PLAIN:
+            setattr(model, key, value)
     model.embedding_ = LatentEmbedding({n: arrays[f"embedding/{i}/mean"] for i, n in enumerate(names)},
                                        {n: arrays[f"embedding/{i}/var"] for i, n in enumerate(names)},
                                        shared_dims=np.asarray(meta["embedding_shared_dims"], dtype=np.int64),
                                        method="mad")
-    model._stream = {}
-    model._forget_derived()
+    model.misfit_, model.calibration_ = {}, {}
+    model._calibration_potentials, model._anchor_cache, model._stream = {}, {}, {}
     return model
 
 
-def save_ensemble(ensemble, path) -> None:
-    """Write a fitted :class:`~bayesalign.MADEnsemble` to ``path`` (an ``.npz`` file, written atomically): its
-    parameters and each member's own MAD file (:func:`save_mad`), kept whole inside it."""
-    from .ensemble import SCALINGS
-
+def _save_ensemble(ensemble, path) -> None:
+    """An ensemble's file: its parameters and each member's own MAD file, kept whole inside it."""
     ensemble._check_fitted()
     params = ensemble.get_params(deep=False)
     params["estimators"] = None  # the members are stored whole, below
-    # described as from_fitted describes its members: they are loaded whole (each with its own settings, starts
-    # and options), so the options that make the default members would only contradict them
     params["latent_dims"] = [int(member.latent_dim) for member in ensemble.estimators_]
-    params["start_members"], params["member_options"], params["scalings"] = [], None, list(SCALINGS)
+    params["member_options"], params["scalings"] = None, list(SCALINGS)
     arrays = {}
     with tempfile.TemporaryDirectory() as folder:
         for k, member in enumerate(ensemble.estimators_):
             inner = Path(folder) / f"member{k}.npz"
-            save_mad(member, inner)
+            save(member, inner)
             arrays[f"members/{k}"] = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
     meta = {"format": ENSEMBLE_FORMAT, "format_version": FORMAT_VERSION, "params": _json_params(params),
             "n_members": len(ensemble.estimators_), "timings": _jsonable(getattr(ensemble, "timings_", {})),
-            "members_left_out": _jsonable(getattr(ensemble, "members_left_out_", [])),
             "self_training_history": _jsonable(getattr(ensemble, "self_training_history_", []))}
     arrays["meta"] = np.array(json.dumps(meta))
     with atomic_write(Path(path), "wb") as handle:
         np.savez(handle, **arrays)
 
 
-def load_ensemble(path, device=None):
-    """Read a MADEnsemble written by :func:`save_ensemble` (``MADEnsemble.save``); raises :class:`MADFileError`
-    naming the file."""
-    return _load(_read_ensemble, path, device, "MADEnsemble")
-
-
-def _read_ensemble(path, device):
+def _read_ensemble(arrays, meta, device):
     from sklearn.base import clone
 
-    from .ensemble import SCALINGS, MADEnsemble
-
-    arrays, meta = _arrays_and_meta(path, ENSEMBLE_FORMAT, "MADEnsemble")
     members = []
     with tempfile.TemporaryDirectory() as folder:
         for k in range(int(meta["n_members"])):
             inner = Path(folder) / f"member{k}.npz"
             inner.write_bytes(arrays[f"members/{k}"].tobytes())
-            members.append(_read(inner, device))
-    # estimators: unfitted copies of the members' settings (the file stores the members whole, not the list)
-    # (files of the twenty-second session say scalings ["centred"], the default then: the members hold theirs)
-    params = {**meta["params"], "scalings": SCALINGS, "estimators": [clone(member) for member in members]}
-    ensemble = MADEnsemble(**params)
+            members.append(load(inner, device))
+    params = {key: value for key, value in meta["params"].items() if key != "start_members"}
+    ensemble = MADEnsemble(**{**params, "scalings": SCALINGS, "estimators": [clone(m) for m in members]})
     ensemble._pool(members, members[0].problem_)
     ensemble.timings_ = meta["timings"]
-    ensemble.members_left_out_ = meta.get("members_left_out", [])  # files of the twenty-first session have none
-    ensemble.self_training_history_ = meta.get("self_training_history", [])  # none before the twenty-seventh
+    ensemble.self_training_history_ = meta.get("self_training_history", [])
     return ensemble
