@@ -209,10 +209,12 @@ class MAD(PosteriorAligner, BaseEstimator):
             else:
                 self.refit()
                 refinement.refine_correspondences(self)
+        except BaseException:  # an error or Ctrl-C: the model as it stands warns on its own again
+            if hasattr(self, "model_"):
+                vars(self.model_).pop("_warn_convergence", None)
+            raise
         finally:
             self._in_fit = False
-            if hasattr(self, "model_"):  # stopped by an error or Ctrl-C: the model as it stands warns on its own
-                vars(self.model_).pop("_warn_convergence", None)
         self._report_convergence()
         return self
 
@@ -311,9 +313,8 @@ class MAD(PosteriorAligner, BaseEstimator):
         correspondence, :func:`bayesalign.mad.self_training.self_train_rounds`). ``discovered_`` holds the pairs,
         ``self_training_history_`` one entry per round."""
         self._check_fitted()
-        model = self.model_
         self_training.self_train(self, confidence_threshold, max_rounds)
-        if not getattr(self, "_in_fit", False) and self.model_ is not model:  # on its own, after fit, and refitted
+        if not getattr(self, "_in_fit", False):  # called on its own, after fit
             self._report_convergence()
         return self
 
