@@ -171,6 +171,7 @@ def test_joint_view_overlays_the_views_with_a_legend_of_views_and_of_classes(tmp
         assert (ax.get_xlabel(), ax.get_ylabel()) == ("latent dimension 1", "latent dimension 3")
     assert [t.get_text() for t in by_view.get_legend().get_texts()] == ["rna (45)", "atac (30)"]
     assert [t.get_text() for t in by_label.get_legend().get_texts()] == ["B", "NK", "T"]
+    assert by_label.get_legend().get_title().get_text() == "label"
     # the colour of each point is its class's, the colour of that class in the legend
     legend_colours = [handle.get_color() for handle in by_label.get_legend().legend_handles]
     drawn = by_label.collections[1].get_facecolors()[:, :3]
@@ -185,8 +186,9 @@ def test_joint_view_overlays_the_views_with_a_legend_of_views_and_of_classes(tmp
 def test_joint_view_of_a_continuous_label_has_a_colour_bar_over_its_range():
     emb, _ = _joint_embedding(shared=(0, 2))
     pseudotime = {"rna": np.linspace(0.0, 1.0, 45), "atac": np.linspace(0.5, 2.0, 30)}
-    fig = plot.plot_joint(emb, labels=pseudotime)
+    fig = plot.plot_joint(emb, labels=pseudotime, label_name="pseudotime")
     by_label, colour_bar = fig.axes[1], fig.axes[2]
+    assert colour_bar.get_ylabel() == "pseudotime"
     assert by_label.get_legend() is None
     np.testing.assert_allclose(colour_bar.get_ylim(), (0.0, 2.0))  # both views' values on one scale
     np.testing.assert_array_equal(by_label.collections[1].get_array(), pseudotime["atac"])

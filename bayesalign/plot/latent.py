@@ -163,7 +163,8 @@ def joint_coordinates(embedding, views=None, method: str = "auto", seed=0):
     return {view: xy[sizes[k]:sizes[k + 1]] for k, view in enumerate(views)}, method, names
 
 
-def plot_joint(source, labels=None, views=None, method: str = "auto", seed=0, path=None):
+def plot_joint(source, labels=None, views=None, method: str = "auto", seed=0, label_name: str = "label",
+               path=None):
     """The aligned space in 2-D with every view on the same axes: coloured by view, and by a label.
 
     The 2-D map is :func:`joint_coordinates` (the shared dimensions, reduced by t-SNE or UMAP
@@ -182,6 +183,8 @@ def plot_joint(source, labels=None, views=None, method: str = "auto", seed=0, pa
     method : {"auto", "leading", "tsne", "umap"}
     seed : int
         Seed of t-SNE / UMAP.
+    label_name : str
+        What the labels are ("cell type", "pseudotime"): the title of their legend or colour bar.
     path : str or Path, optional
 
     Returns
@@ -224,7 +227,7 @@ def plot_joint(source, labels=None, views=None, method: str = "auto", seed=0, pa
                 axes[1].scatter(*xy[view].T, c=codes, cmap="tab10" if classes.size <= 10 else "tab20",
                                 vmin=-0.5, vmax=(9.5 if classes.size <= 10 else 19.5), **style)
         if continuous:
-            fig.colorbar(mappable, ax=axes[1], label="label")
+            fig.colorbar(mappable, ax=axes[1], label=label_name)
         else:
             from matplotlib.lines import Line2D
 
@@ -232,7 +235,8 @@ def plot_joint(source, labels=None, views=None, method: str = "auto", seed=0, pa
             period = 10 if classes.size <= 10 else 20
             handles = [Line2D([], [], linestyle="", marker="o", color=cmap((j % period + 0.5) / period), label=str(c))
                        for j, c in enumerate(classes)]
-            axes[1].legend(handles=handles, fontsize=8, title="label", title_fontsize=8)
+            axes[1].legend(handles=handles, fontsize=8, title=label_name, title_fontsize=8, loc="center left",
+                           bbox_to_anchor=(1.0, 0.5))  # beside the points, not over them
         axes[1].set_title(f"{title}: labels", fontsize=9)
     for ax in axes:
         ax.set_xlabel(names[0])
