@@ -178,6 +178,7 @@ def test_cell_aligner_on_a_mudata_with_a_spectral_baseline_round_trips_through_h
     back = mudata.read_h5mu(tmp_path / "cells.h5mu")
     pairs = check_written(back, aligner)
     assert back.uns["bayesalign"]["parameters"]["n_components"] == 3
+    np.testing.assert_array_equal(aligner.problem_.labels["atac"], mdata.mod["atac"].obs["cell_type"].to_numpy())
     # the pairs are those of the registry's run of the same method on the same problem
     reference = run_method("joint-laplacian", aligner.problem_, latent_dim=3).alignments[("rna", "atac")]
     np.testing.assert_array_equal(pairs["index_b"][~pairs["anchor"]], reference.index_b)
