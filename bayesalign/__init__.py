@@ -1,7 +1,10 @@
 """bayesalign: Bayesian alignment of datasets that describe the same things with different features.
 
-The Bayesian core (``MRD``, ``BayesianGPLVM``, ``MAD``; torch + GPyTorch) is imported on first
-use, so ``import bayesalign`` stays light for the spectral baselines, metrics and solvers.
+``import bayesalign`` loads only the core types (``Views``, ``Correspondence``, ``AlignmentProblem``,
+``LatentEmbedding``, ``Alignment``; numpy and scipy.sparse). Every other part (the datasets, the
+spectral baselines, the matchers, the metrics, the Bayesian core ``MRD`` / ``MAD`` on torch and
+GPyTorch, the optimal-transport stack) is imported on first use (PEP 562), so that the command
+line and a script that needs one part do not pay for the others.
 
 >>> import bayesalign as ba
 >>> problem = ba.datasets.mad_toy("linear_shared", seed=0)
@@ -11,20 +14,22 @@ use, so ``import bayesalign`` stays light for the spectral baselines, metrics an
 
 import importlib
 
-from . import datasets, graph, matching, metrics, spectral
 from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding, Views
 
 __version__ = "0.1.0"
 
-# name -> module that defines it; loaded lazily (PEP 562), since most of them import torch
-_LAZY = {"bootstrap": "bayesalign.bootstrap", "gp": "bayesalign.gp", "mad": "bayesalign.mad", "plot": "bayesalign.plot",
-         "pipelines": "bayesalign.pipelines",
+#: public name -> the module that is it or defines it; loaded on first attribute access
+_LAZY = {"bootstrap": "bayesalign.bootstrap", "compare": "bayesalign.compare", "datasets": "bayesalign.datasets",
+         "gp": "bayesalign.gp", "graph": "bayesalign.graph",
+         "mad": "bayesalign.mad", "matching": "bayesalign.matching", "metrics": "bayesalign.metrics",
+         "pipelines": "bayesalign.pipelines", "plot": "bayesalign.plot", "registry": "bayesalign.registry",
+         "singlecell": "bayesalign.singlecell", "spectral": "bayesalign.spectral",
          "MRD": "bayesalign.gp", "BayesianGPLVM": "bayesalign.gp", "MAD": "bayesalign.mad",
          "MADEnsemble": "bayesalign.mad"}
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MADEnsemble",
-           "MRD", "Views", "__version__", "bootstrap", "datasets", "gp", "graph", "mad", "matching",
-           "metrics", "pipelines", "plot", "spectral"]
+           "MRD", "Views", "__version__", "bootstrap", "compare", "datasets", "gp", "graph", "mad",
+           "matching", "metrics", "pipelines", "plot", "registry", "singlecell", "spectral"]
 
 
 def __getattr__(name):

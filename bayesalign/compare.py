@@ -32,6 +32,7 @@ Examples
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -159,9 +160,10 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
     share one fit, each matcher and cost of it, form one task), run by joblib on ``jobs`` local
     processes (``backend="loky"``) or on a Dask cluster (``backend="dask"``). Every run is seeded, so
     the table is the same whatever the backend and the number of jobs; its rows are in grid order.
-    With ``cache``, each finished run is a JSON file there, and a later call with the same settings
-    reads it instead of fitting again (an interrupted or extended comparison resumes); runs that
-    failed are not cached, so they are tried again.
+    With ``cache``, each finished run is a JSON file there, and a later call with the same settings (the
+    package version, the quick settings, latent dimension, device, dataset and the method's registry
+    entry; :func:`_run_settings`) reads it instead of fitting again (an interrupted or extended
+    comparison resumes); runs that failed are not cached, so they are tried again.
 
     Parameters
     ----------
@@ -187,7 +189,7 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
     cache : str or Path, optional
         Folder of finished runs: one ``{dataset}__{method}__{fraction}__{seed}.json`` each.
     progress_bar : bool
-        A tqdm bar over the grid's tasks.
+        A tqdm bar over the grid's tasks, on a terminal or in a notebook (not when stderr is a file).
 
     Returns
     -------
@@ -211,7 +213,12 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     say = log or (lambda line: None)
     cache = None if cache is None else Path(cache)
-    settings = {"quick": bool(quick), "latent_dim": latent_dim}
+    from . import __version__
+
+    # every setting a run's numbers depend on (with the method's registry entry, see _run_settings): a cache
+    # written by another version of the package or with other settings is not read
+    settings = {"version": __version__, "quick": dict(QUICK_BAYESIAN) if quick else None, "latent_dim": latent_dim,
+                "device": device}
     rows: dict[tuple, dict] = {}  # grid position -> row
     tasks = []
     problems = {}
@@ -223,7 +230,8 @@ def run_comparison(datasets: Mapping[str, str | AlignmentProblem] | Sequence[str
                     todo = []
                     for method in group:
                         position = (d, f, s, methods.index(method))
-                        found = _read_cached(cache, label, method, fraction, seed, fingerprint)
+                        found = _read_cached(cache, label, method, fraction, seed,
+                                             _run_settings(fingerprint, label, method, fraction, seed))
                         if found is None:
                             todo.append((position, method))
                         else:
@@ -278,7 +286,7 @@ def _run_task(label, base, fraction, seed, todo, fingerprint, options):
                           options["progress"], fitted)
             row.update(evaluate_method_result(result, problem), seconds=result.seconds, error="")
             found = (result, problem) if options["keep"] else None
-            _write_cached(options["cache"], row, fingerprint)
+            _write_cached(options["cache"], row, _run_settings(fingerprint, label, method, fraction, seed))
         except Exception as exc:  # recorded, never fatal: the table shows what failed
             row.update({m: float("nan") for m in METRICS}, seconds=float("nan"),
                        error=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300])
@@ -290,9 +298,12 @@ def _run_task(label, base, fraction, seed, todo, fingerprint, options):
 def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
     """Run the tasks with joblib; yields each task's rows as it finishes."""
     from joblib import Parallel, delayed, parallel_config
+    from tqdm import autonotebook, std
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=len(tasks), desc="comparison", unit="task", disable=not progress_bar or not tasks)
+    # redrawn only where someone watches it (a terminal, a notebook), never into a log file
+    on_screen = sys.stderr.isatty() or autonotebook.tqdm is not std.tqdm
+    bar = tqdm(total=len(tasks), desc="comparison", unit="task", disable=not (progress_bar and tasks and on_screen))
     if backend == "loky" and (jobs == 1 or len(tasks) <= 1):  # in this process: no pickling, no workers
         for task in tasks:
             yield _run_task(*task, options)
@@ -329,6 +340,14 @@ def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
 
 
 # The cache of finished runs ---------------------------------------------------------------------
+def _run_settings(fingerprint: dict, label, method, fraction, seed) -> dict:
+    """The settings of one run as its cache file records them: the grid's (package version, quick settings,
+    latent dimension, device, dataset), the run's place in the grid and the method's registry entry."""
+    spec = get_method(method)
+    return dict(fingerprint, label=label, method=method, target=spec.target, method_options=dict(spec.options),
+                anchor_fraction=float(fraction), seed=seed)
+
+
 def _cache_path(cache: Path, label, method, fraction, seed) -> Path:
     import re
 

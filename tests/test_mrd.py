@@ -387,8 +387,8 @@ def test_plots_draw_the_model_numbers(fitted):
     ax = plot_latent(model, dims=dims, labels=np.arange(60) % 3).axes[0]
     np.testing.assert_allclose(ax.collections[0].get_offsets(), model.latent_.means["a"][:, dims])
     ax = plot_bound_trace(model).axes[0]
-    np.testing.assert_allclose(ax.lines[0].get_ydata(), model.history_)
-    assert ax.lines[1].get_xdata()[0] == model.n_warmup_
+    np.testing.assert_allclose(np.concatenate([line.get_ydata() for line in ax.lines]), model.history_)
+    assert ax.lines[1].get_xdata()[0] == model.n_warmup_ + 1  # the run after the warm-up, at its first evaluation
 
 
 def _restart_workload():

@@ -119,15 +119,99 @@ def test_reliability_bins_give_the_metrics_ece(tmp_path):
     np.testing.assert_allclose(lines[2].get_xydata(), [[0.95, 1.0]])  # every pair right at 0.95
 
 
-def test_bound_trace_is_the_models_history(mad, tmp_path):
+def test_bound_trace_draws_each_optimiser_run_as_its_own_labelled_line(mad, tmp_path):
     _, model = mad
+    fit = model.model_
     fig = plot.plot_bound_trace(model, path=tmp_path / "trace.png")
     _png(tmp_path / "trace.png")
     ax = fig.axes[0]
-    np.testing.assert_array_equal(ax.lines[0].get_ydata(), model.model_.history_)
-    if 0 < model.model_.n_warmup_ < model.model_.history_.size:
-        assert ax.lines[1].get_xdata()[0] == model.model_.n_warmup_
-    np.testing.assert_array_equal(plot.plot_bound_trace([3.0, 2.0, 1.0]).axes[0].lines[0].get_ydata(), [3, 2, 1])
+    runs = [(start, name) for k, (start, name) in enumerate(fit.history_phases_)
+            if start < ([s for s, _ in fit.history_phases_[k + 1:]] or [fit.history_.size])[0]]
+    assert len(runs) >= 2 and runs[0][1].endswith("warm-up")  # a warm-up, then all parameters
+    assert len(ax.lines) == len(runs)
+    # together the lines are the whole history, each starting at its run's first evaluation (1-based)
+    np.testing.assert_array_equal(np.concatenate([line.get_ydata() for line in ax.lines]), fit.history_)
+    assert [line.get_xdata()[0] for line in ax.lines] == [start + 1 for start, _ in runs]
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert [t.rsplit(" (", 1)[0] for t in legend] == [f"{k + 1}. {name}" for k, (_, name) in enumerate(runs)]
+    assert all(line.get_linestyle() == "-" for line in ax.lines)  # no dotted marker line left
+
+    class WarmedUp:  # a model that records only where its warm-up ended
+        history_ = np.array([-9.0, -5.0, -4.0, -6.0, -3.0])
+        n_warmup_ = 3
+
+    ax = plot.plot_bound_trace(WarmedUp()).axes[0]
+    np.testing.assert_array_equal(ax.lines[1].get_xydata(), [[4, -6.0], [5, -3.0]])
+    assert ax.get_legend().get_texts()[0].get_text() == "1. warm-up (noise fixed) (3)"
+    bare = plot.plot_bound_trace([3.0, 2.0, 1.0]).axes[0]
+    np.testing.assert_array_equal(bare.lines[0].get_ydata(), [3, 2, 1])
+    assert bare.get_legend() is None  # one run: nothing to tell apart
+
+
+def _joint_embedding(seed=0, q=4, shared=(0, 1, 2)):
+    """Two views of one cloud of 3 classes (b: the rows of a, shifted a little), in q dimensions."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=6.0, size=(3, q))
+    labels_a = np.repeat(["B", "NK", "T"], 15)
+    za = centres[np.searchsorted(["B", "NK", "T"], labels_a)] + rng.normal(size=(45, q))
+    zb = za[:30] + 0.1 * rng.normal(size=(30, q))
+    return LatentEmbedding({"rna": za, "atac": zb}, shared_dims=list(shared), method="toy"), labels_a
+
+
+def test_joint_view_overlays_the_views_with_a_legend_of_views_and_of_classes(tmp_path):
+    emb, labels = _joint_embedding(shared=(1, 3))
+    fig = plot.plot_joint(emb, labels={"rna": labels, "atac": labels[:30]}, path=tmp_path / "joint.png")
+    _png(tmp_path / "joint.png")
+    by_view, by_label = fig.axes[:2]
+    # two shared dimensions: drawn as they are, every view on the same axes
+    for ax in (by_view, by_label):
+        assert len(ax.collections) == 2
+        np.testing.assert_array_equal(ax.collections[0].get_offsets(), emb.means["rna"][:, [1, 3]])
+        np.testing.assert_array_equal(ax.collections[1].get_offsets(), emb.means["atac"][:, [1, 3]])
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("latent dimension 1", "latent dimension 3")
+    assert [t.get_text() for t in by_view.get_legend().get_texts()] == ["rna (45)", "atac (30)"]
+    assert [t.get_text() for t in by_label.get_legend().get_texts()] == ["B", "NK", "T"]
+    assert by_label.get_legend().get_title().get_text() == "label"
+    # the colour of each point is its class's, the colour of that class in the legend
+    legend_colours = [handle.get_color() for handle in by_label.get_legend().legend_handles]
+    drawn = by_label.collections[1].get_facecolors()[:, :3]
+    for row in (0, 15, 29):
+        k = ["B", "NK", "T"].index(labels[row])
+        np.testing.assert_allclose(drawn[row], matplotlib.colors.to_rgb(legend_colours[k]), atol=1e-12)
+    assert len(fig.axes) == 2  # categorical labels: a legend, no colour bar
+    only_views = plot.plot_joint(emb)
+    assert len(only_views.axes) == 1 and only_views.axes[0].get_legend() is not None
+
+
+def test_joint_view_of_a_continuous_label_has_a_colour_bar_over_its_range():
+    emb, _ = _joint_embedding(shared=(0, 2))
+    pseudotime = {"rna": np.linspace(0.0, 1.0, 45), "atac": np.linspace(0.5, 2.0, 30)}
+    fig = plot.plot_joint(emb, labels=pseudotime, label_name="pseudotime")
+    by_label, colour_bar = fig.axes[1], fig.axes[2]
+    assert colour_bar.get_ylabel() == "pseudotime"
+    assert by_label.get_legend() is None
+    np.testing.assert_allclose(colour_bar.get_ylim(), (0.0, 2.0))  # both views' values on one scale
+    np.testing.assert_array_equal(by_label.collections[1].get_array(), pseudotime["atac"])
+    with pytest.raises(ValueError, match="labels of view 'atac' must have one entry per row"):
+        plot.plot_joint(emb, labels={"atac": np.zeros(3)})
+
+
+def test_joint_view_of_more_than_two_shared_dimensions_is_one_tsne_of_every_view():
+    from sklearn.manifold import TSNE
+
+    emb, labels = _joint_embedding(q=5, shared=(0, 1, 2, 4))
+    xy, method, names = plot.joint_coordinates(emb, method="tsne", seed=0)
+    assert method == "tsne" and names == ["t-SNE 1", "t-SNE 2"]
+    stacked = np.vstack([emb.means["rna"][:, [0, 1, 2, 4]], emb.means["atac"][:, [0, 1, 2, 4]]])
+    reference = TSNE(2, perplexity=min(30.0, 74 / 3), init="pca", random_state=0).fit_transform(stacked)
+    # the same t-SNE run on the same stacked rows: equal to the float round-off of its threads
+    np.testing.assert_allclose(np.vstack([xy["rna"], xy["atac"]]), reference, rtol=1e-6, atol=1e-6)
+    # one map for both views: a row of atac lies next to its own row of rna (b is a copy of a)
+    nearest = np.argmin(((xy["atac"][:, None] - xy["rna"][None]) ** 2).sum(-1), axis=1)
+    assert np.mean(labels[nearest] == labels[:30]) >= 0.9
+    assert plot.joint_coordinates(emb, method="leading")[1] == "leading"
+    with pytest.raises(ValueError, match="method must be"):
+        plot.joint_coordinates(emb, method="pca")
 
 
 def test_write_figures_of_a_mad_run(mad, tmp_path):

@@ -449,6 +449,9 @@ class LatentGPBase(BaseEstimator):
                 p.requires_grad_(False)
             offset = seconds[-1] if seconds else 0.0
             times: list = []
+            # where each optimiser run begins in history_ (the bound trace labels them); runs of a reset history dropped
+            self.history_phases_ = [p for p in getattr(self, "history_phases_", []) if p[0] < len(history)] + [
+                (len(history), desc)]
             try:
                 scales = self._preconditioner(phase_params) if precondition else None
                 result = _optim.maximize(closure, phase_params, method=self.optimizer, max_evals=budget,

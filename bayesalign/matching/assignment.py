@@ -12,7 +12,6 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import maximum_bipartite_matching, min_weight_full_bipartite_matching
 
 from ..data import Alignment, check_view
@@ -45,6 +44,8 @@ def _objective(total_cost, n_pairs, shape, limit) -> float:
 # ------------------------------------------------------------------------------------------
 def _solve_dense(cost: np.ndarray, limit: float | None):
     """(rows, cols) minimising the cost-limited objective; ``cost`` is overwritten."""
+    from scipy.optimize import linear_sum_assignment  # on first use: scipy.optimize is slow to import
+
     if limit is not None:
         np.minimum(cost, limit, out=cost)  # clipped costs: equivalent to dummy rows/cols (see below)
     try:

@@ -12,7 +12,6 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
-import ot
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
@@ -176,6 +175,8 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     if row_mass:
         corner = [0.0] if col_mass else []
         cost, a = np.vstack([cost, np.r_[np.full(n_b, slack_cost), corner]]), np.r_[a, row_mass]
+
+    import ot  # on first use: POT loads its torch backend, too heavy for `import bayesalign`
 
     def solve(temp, f, g, stage_tol, budget):
         # POT stops on the L2 norm of the column error; we stop on its largest entry (as the sparse path),
@@ -649,6 +650,8 @@ def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: 
             raise ValueError(f"init must be a non-negative finite ({A.shape[0]}, {B.shape[0]}) coupling with a "
                              f"positive sum, got shape {G0.shape}")
         G0 /= G0.sum()
+    import ot  # on first use, as above
+
     p, q = np.full(A.shape[0], 1.0 / A.shape[0]), np.full(B.shape[0], 1.0 / B.shape[0])
     with warnings.catch_warnings():  # an inexact projection (n_inner sweeps) is the paper's choice
         warnings.filterwarnings("ignore", message="Sinkhorn did not converge")
