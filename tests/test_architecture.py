@@ -21,10 +21,11 @@ ALLOWED = {
     "data": set(),
     "datasets": {"data"},
     "graph": {"data"},
-    "matching": {"data"},
+    "matching": {"data", "transport"},  # transport: entropic.py's one re-export of gromov_wasserstein_coupling
     "metrics": {"data"},
     "gp": {"data"},
     "spectral": {"graph", "metrics", "data"},  # metrics: least squares picks its reference by held-out FOSCTTM
+    "transport": {"graph", "metrics", "data"},  # metrics: settings are chosen by the anchors' FOSCTTM
     "bootstrap": {"matching", "spectral", "data"},
     # graph and spectral: the all-rows model's graph prior over the views' neighbourhoods and its start
     "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "data", "mad_io", "mad_matching"},
