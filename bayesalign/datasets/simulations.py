@@ -124,10 +124,11 @@ def branching_trajectory(n_cells: int, n_branches: int = 2, latent_dim: int = 5,
 def count_view(latent, n_genes: int = 500, dispersion: float = 5.0, mean_count: float = 2.0, seed=0):
     r"""Negative-binomial counts of ``n_genes`` genes for cells at ``latent`` (n, q).
 
-    Gene g of cell n has mean :math:`\mu_{ng} = s_n \exp(b_g + z_n' w_g)` with :math:`w_g \sim N(0, I/q)`
-    (so every gene varies along the trajectory), :math:`b_g \sim N(\log(\text{mean\_count}) - 1/2, 1)`,
-    and a library size :math:`s_n \sim \text{LogNormal}(0, 0.25^2)`; the count is negative binomial with
-    mean :math:`\mu` and variance :math:`\mu + \mu^2 / r`, r = ``dispersion`` (a gamma-Poisson mixture).
+    Gene g of cell n has mean :math:`\mu_{ng} = s_n \exp(b_g + z_n' w_g)` with :math:`w_g \sim N(0, I)`
+    (every gene varies along the trajectory, by up to a few log-fold over a unit of latent distance),
+    :math:`b_g \sim N(\log(\text{mean\_count}) - 1/2, 1)` and a library size
+    :math:`s_n \sim \text{LogNormal}(0, 0.25^2)`; the count is negative binomial with mean :math:`\mu` and
+    variance :math:`\mu + \mu^2 / r`, r = ``dispersion`` (a gamma-Poisson mixture).
 
     Returns
     -------
@@ -139,7 +140,7 @@ def count_view(latent, n_genes: int = 500, dispersion: float = 5.0, mean_count: 
     if not dispersion > 0:
         raise ValueError(f"dispersion must be positive, got {dispersion}")
     rng = as_rng(seed)
-    W = rng.standard_normal((q, check_count(n_genes, "n_genes"))) / np.sqrt(q)  # [q, G]
+    W = rng.standard_normal((q, check_count(n_genes, "n_genes")))  # [q, G]
     base = rng.normal(np.log(mean_count) - 0.5, 1.0, n_genes)  # [G]
     library = np.exp(0.25 * rng.standard_normal(n))  # [n]
     mean = library[:, None] * np.exp(base + latent @ W)  # [n, G]
@@ -150,7 +151,7 @@ def count_view(latent, n_genes: int = 500, dispersion: float = 5.0, mean_count: 
 def accessibility_view(latent, n_peaks: int = 1000, sparsity: float = 0.1, seed=0):
     r"""Binary accessibility of ``n_peaks`` peaks for cells at ``latent`` (n, q).
 
-    Peak k of cell n is open with probability :math:`\sigma(c_k + 2 z_n' v_k)`, :math:`v_k \sim N(0, I/q)`,
+    Peak k of cell n is open with probability :math:`\sigma(c_k + 2 z_n' v_k)`, :math:`v_k \sim N(0, I)`,
     the offset :math:`c_k` set (by Newton's method on up to 2000 cells) so that each peak is open in a
     fraction ``sparsity`` of the cells on average: the view is binary with about that fraction of ones.
 
@@ -164,7 +165,7 @@ def accessibility_view(latent, n_peaks: int = 1000, sparsity: float = 0.1, seed=
     if not 0 < sparsity < 1:
         raise ValueError(f"sparsity (the fraction of open peaks) must lie in (0, 1), got {sparsity}")
     rng = as_rng(seed)
-    logits = 2.0 * latent @ (rng.standard_normal((q, check_count(n_peaks, "n_peaks"))) / np.sqrt(q))  # [n, K]
+    logits = 2.0 * latent @ rng.standard_normal((q, check_count(n_peaks, "n_peaks")))  # [n, K]
     sample = logits[rng.permutation(n)[:_OFFSET_ROWS]]
     offset = np.full(n_peaks, np.log(sparsity / (1 - sparsity)))  # [K]
     for _ in range(20):  # Newton on mean_n sigma(c + h_n) = sparsity, per peak (monotone, converges fast)
