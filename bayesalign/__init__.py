@@ -11,7 +11,7 @@ use, so ``import bayesalign`` stays light for the spectral baselines, metrics an
 
 import importlib
 
-from . import datasets, graph, matching, metrics, spectral
+from . import datasets, graph, matching, metrics, spectral, transport
 from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding, Views
 
 __version__ = "0.1.0"
@@ -24,7 +24,7 @@ _LAZY = {"bootstrap": "bayesalign.bootstrap", "gp": "bayesalign.gp", "mad": "bay
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MADEnsemble",
            "MRD", "Views", "__version__", "bootstrap", "datasets", "ensemble", "gp", "graph", "mad", "matching",
-           "metrics", "pipelines", "plot", "spectral"]
+           "metrics", "pipelines", "plot", "spectral", "transport"]
 
 
 def __getattr__(name):
