@@ -56,7 +56,10 @@ def test_branching_trajectory_puts_each_type_on_its_segment():
     latent, pseudotime, cell_type = branching_trajectory(3000, n_branches=3, latent_dim=4, jitter=0.0, seed=0)
     assert latent.shape == (3000, 4) and set(cell_type.tolist()) == {0, 1, 2, 3}
     np.testing.assert_allclose(np.linalg.norm(latent[cell_type == 0], axis=1), pseudotime[cell_type == 0])
-    assert np.all((pseudotime[cell_type > 0] >= 1) & (pseudotime[cell_type > 0] <= 2))
+    branch = cell_type > 0
+    assert np.all((pseudotime[branch] >= 1) & (pseudotime[branch] <= 1.8))
+    longest = [pseudotime[cell_type == b].max() - 1 for b in (1, 2, 3)]  # lengths 0.8, 0.65, 0.5
+    np.testing.assert_allclose(longest, [0.8, 0.65, 0.5], atol=0.01)  # 750 cells a branch: the max is near the end
 
 
 def test_counts_follow_the_negative_binomial_mean_variance_law():
@@ -96,7 +99,7 @@ def test_single_cell_simulation_pairs_cells_and_labels_them():
     for X in (rna, atac):
         neighbours = NearestNeighbors(n_neighbors=10).fit(X).kneighbors(return_distance=False)
         agree = np.mean(problem.labels["rna"][neighbours] == problem.labels["rna"][:, None])
-        assert agree > 0.5  # a third by chance (three types equally likely); noisy views by design
+        assert agree > 0.42  # a third by chance (three types equally likely; 20,000 neighbours); noisy by design
     again = single_cell_simulation(2000, n_genes=200, n_peaks=300, seed=0)
     np.testing.assert_array_equal(again.views["atac"], atac)
     gaussian = single_cell_simulation(300, n_genes=20, n_peaks=10, second_view="gaussian", seed=0)

@@ -99,26 +99,29 @@ def mmdma_simulation(kind: str = "branch", n_samples: int = 300, n_features=(100
 def branching_trajectory(n_cells: int, n_branches: int = 2, latent_dim: int = 5, jitter: float = 0.05, seed=0):
     """Cells on a branching trajectory in a ``latent_dim``-dimensional latent space.
 
-    A trunk of unit length from the origin along a random unit direction, and ``n_branches`` branches of
-    unit length from its end, each along its own random unit direction; each cell is on one segment
-    (uniformly, the trunk and each branch equally likely) at a uniform position along it, plus isotropic
-    Gaussian ``jitter``. The segment is the cell type (0 the trunk, b the b-th branch).
+    A trunk of unit length from the origin along a random unit direction, and ``n_branches`` branches from
+    its end, each along its own random unit direction, of lengths falling from 0.8 to 0.5 (no two arms of
+    the tree alike, so no isometry swaps them); each cell is on one segment (the trunk and each branch
+    equally likely) at a uniform position along it, plus isotropic Gaussian ``jitter``. The segment is the
+    cell type (0 the trunk, b the b-th branch).
 
     Returns
     -------
     latent : (n_cells, latent_dim)
-    pseudotime : (n_cells,) in [0, 2]: the distance from the root along the tree
+    pseudotime : (n_cells,): the distance from the root along the tree (without the jitter)
     cell_type : (n_cells,) int
     """
     n = check_count(n_cells, "n_cells")
+    n_branches = check_count(n_branches, "n_branches")
     rng = as_rng(seed)
     directions = rng.standard_normal((n_branches + 1, latent_dim))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)  # [n_branches + 1, q]
+    lengths = np.r_[1.0, np.linspace(0.8, 0.5, n_branches)]  # [n_branches + 1]
     cell_type = rng.integers(0, n_branches + 1, n)
-    t = rng.uniform(0.0, 1.0, n)
+    along = rng.uniform(0.0, 1.0, n) * lengths[cell_type]  # [n]
     start = np.where(cell_type[:, None] > 0, directions[0], 0.0)  # [n, q]: branches start at the trunk's end
-    latent = start + t[:, None] * directions[cell_type] + jitter * rng.standard_normal((n, latent_dim))
-    return latent, t + (cell_type > 0), cell_type
+    latent = start + along[:, None] * directions[cell_type] + jitter * rng.standard_normal((n, latent_dim))
+    return latent, along + (cell_type > 0), cell_type
 
 
 def count_view(latent, n_genes: int = 500, dispersion: float = 5.0, mean_count: float = 2.0, seed=0):

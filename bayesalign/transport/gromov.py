@@ -140,6 +140,7 @@ class GromovWassersteinAlignment(TransportAlignment):
             except FloatingPointError:
                 results.append(None)
         anchors = problem.anchors_between(*problem.views.names)
+        self._criterion_is_disagreement = not len(anchors)
         if len(anchors):
             self.criterion_name_ = "FOSCTTM of the anchors under the coupling"
             scores = [np.inf if r is None else coupling_rank(r[0], anchors.index_a, anchors.index_b) for r in results]
