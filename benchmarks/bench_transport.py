@@ -19,7 +19,7 @@ Problems: the three MMD-MA simulations (``ba.datasets.mmdma_simulation``, 300 ro
 features), the single-cell simulator (``ba.datasets.single_cell_simulation``, 300 cells, 500 genes, 1000
 peaks), mocap (358 frames) and digit halves (178 zeros).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_transport.py [--seeds 3] [--quick]
+    OMP_NUM_THREADS=1 python benchmarks/bench_transport.py [--seeds 3] [--quick] [--noise 0.1]
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from bayesalign.spectral import (
 from bayesalign.transport import FusedGromovWassersteinAlignment, GromovWassersteinAlignment
 
 
-def _problems(quick: bool) -> dict:
+def _problems(quick: bool, noise: float) -> dict:
     n = 150 if quick else 300
-    out = {f"mmdma {kind}": ba.datasets.mmdma_simulation(kind, n_samples=n, seed=0)
+    out = {f"mmdma {kind}": ba.datasets.mmdma_simulation(kind, n_samples=n, noise=noise, seed=0)
            for kind in ba.datasets.MMDMA_KINDS}
     out["single-cell sim"] = ba.datasets.single_cell_simulation(n, n_genes=500, n_peaks=1000, seed=0)
     out["mocap"] = ba.datasets.mocap()
@@ -68,12 +68,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="150 rows for the simulations")
+    parser.add_argument("--noise", type=float, default=0.1, help="noise of the MMD-MA simulations (their default)")
     args = parser.parse_args()
     header = (f"{'problem':<16} {'rows':>5} | {'GW':>13} {'chose':<18} | {'fused GW':>13} {'chose (alpha)':<16} | "
               f"{'spectral':>13} {'best':<17} | {'ratio':>5} {'s':>5}")
     print(header)
     print("-" * len(header))
-    for name, problem in _problems(args.quick).items():
+    for name, problem in _problems(args.quick, args.noise).items():
         start = time.perf_counter()
         draws = [problem.split_anchors(0.1, seed=s) for s in range(args.seeds)]
         with warnings.catch_warnings(record=True) as caught:
