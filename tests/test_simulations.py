@@ -44,7 +44,7 @@ def test_mmdma_simulations_pair_the_same_points_in_two_views(kind):
 
 
 def test_mmdma_defaults_are_the_papers_sizes_and_branch_labels_are_thirds():
-    problem = ba.datasets.load("mmdma_branch", seed=3)
+    problem = ba.datasets.mmdma_simulation("branch", seed=3)
     assert problem.views.n_samples["view1"] == 300
     assert problem.views.n_features == {"view1": 1000, "view2": 2000}
     np.testing.assert_array_equal(np.bincount(problem.labels["view1"]), [100, 100, 100])

@@ -50,8 +50,6 @@ DATASETS: dict[str, Callable[..., AlignmentProblem]] = {
     "mocap": mocap,
     "mfeat": mfeat,
     "digits_halves": digits_halves,
-    **{f"mmdma_{kind}": _named(mmdma_simulation, kind) for kind in MMDMA_KINDS},
-    "single_cell_simulation": single_cell_simulation,
 }
 
 
