@@ -79,6 +79,24 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
     ``loss`` is POT's objective value without the entropy; ``converged`` says whether the coupling changed
     by less than ``tol`` (Frobenius norm, POT checks every 10 steps) within ``n_outer`` steps.
     Dense: ``A`` (n_a, n_a), ``B`` (n_b, n_b) and T (n_a, n_b).
+
+    Parameters
+    ----------
+    A, B : arrays (n_a, n_a), (n_b, n_b)
+        The views' structure matrices (:func:`structure_matrix`).
+    M : array (n_a, n_b), optional
+        Feature cost (fused GW), e.g. :func:`profile_cost`.
+    alpha, epsilon : float
+        Weight of the structure term; entropic regularisation (in units of A and B).
+    marginals : {"balanced", "semi-relaxed"}
+    n_outer : int
+        Mirror-descent steps at most.
+    n_inner : int
+        Sinkhorn sweeps per balanced step (an inexact projection; the semi-relaxed step is one closed-form
+        row scaling).
+    tol : float
+    G0 : array (n_a, n_b), optional
+        Starting coupling (default the independent one).
     """
     if marginals not in MARGINALS:
         raise ValueError(f"marginals must be one of {MARGINALS}, got {marginals!r}")
@@ -89,7 +107,7 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
         warnings.filterwarnings("ignore", message="Sinkhorn did not converge")
         warnings.filterwarnings("ignore", message="Solver failed to produce a transport plan")
         warnings.filterwarnings("ignore", category=RuntimeWarning)  # overflow inside Sinkhorn: caught below
-        if marginals == "balanced" and M is None:
+        if marginals == "balanced" and M is None:  # POT passes numItermax on to each step's Sinkhorn
             T, log = ot.gromov.entropic_gromov_wasserstein(A, B, p, q, numItermax=int(n_inner), **common)
         elif marginals == "balanced":
             T, log = ot.gromov.entropic_fused_gromov_wasserstein(M, A, B, p, q, alpha=float(alpha),
