@@ -173,7 +173,10 @@ def accessibility_view(latent, n_peaks: int = 1000, sparsity: float = 0.1, seed=
     offset = np.full(n_peaks, np.log(sparsity / (1 - sparsity)))  # [K]
     for _ in range(20):  # Newton on mean_n sigma(c + h_n) = sparsity, per peak (monotone, converges fast)
         p = expit(offset + sample)
-        offset -= (p.mean(0) - sparsity) / np.maximum((p * (1 - p)).mean(0), 1e-12)
+        gap = p.mean(0) - sparsity  # [K]
+        if np.max(np.abs(gap)) < 1e-4 * sparsity:
+            break
+        offset -= gap / np.maximum((p * (1 - p)).mean(0), 1e-12)
     probability = expit(offset + logits)
     return (rng.random((n, n_peaks)) < probability).astype(np.float64), probability
 
