@@ -173,6 +173,10 @@ def test_estimator_contract_and_bad_input(branch):
         GromovWassersteinAlignment().fit(three)
     with pytest.raises(ValueError, match="marginals must be one of"):
         GromovWassersteinAlignment(marginals="unbalanced").fit(branch)
+    with pytest.raises(ValueError, match="n_neighbors must be an int >= 1, got 2.5"):
+        GromovWassersteinAlignment(n_neighbors=2.5).fit(branch)
+    with pytest.raises(ValueError, match="epsilon must be positive"):
+        GromovWassersteinAlignment(epsilon=(5e-3, 0.0)).fit(branch)
 
 
 def test_registry_matches_by_the_coupling(branch):

@@ -17,7 +17,7 @@ from scipy.spatial.distance import cdist
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from .._utils import as_rng
+from .._utils import as_rng, check_count
 from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
 from ..graph import geodesic_distances, knn_graph
 from ..metrics import foscttm
@@ -140,6 +140,20 @@ def coupling_disagreement(T1, T2) -> float:
     return 0.5 * (coupling_rank(T1, rows, T2.argmax(1)) + coupling_rank(T2, rows, T1.argmax(1)))
 
 
+def neighbor_values(values, max_neighbors: int) -> list[int]:
+    """The distinct k of a grid (an int or a sequence of them), each capped at ``max_neighbors``, ascending."""
+    ks = values if isinstance(values, (list, tuple, np.ndarray)) else (values,)
+    return sorted({min(check_count(k, "n_neighbors"), max_neighbors) for k in ks})
+
+
+def positive_values(values, name: str) -> list[float]:
+    """The values of a grid (a float or a sequence of them) as floats, each finite and positive."""
+    out = [float(v) for v in np.atleast_1d(values)]
+    if not out or not all(np.isfinite(v) and v > 0 for v in out):
+        raise ValueError(f"{name} must be positive, got {values!r}")
+    return out
+
+
 def _settings_grid(**axes) -> list[dict]:
     """Every combination of the given values (a scalar is one value), in order."""
     grid = [{}]
@@ -186,7 +200,7 @@ class TransportAlignment(BaseEstimator):
         a, b = problem.views.names
         views = problem.views.standardised()
         self._structures = {}
-        self._views = (views[a], views[b])
+        self._views, self._names = (views[a], views[b]), (a, b)
         settings = self._grid(min(X.shape[0] for X in self._views) - 1)
         scores, couplings = self._evaluate(problem, settings)
         if not np.isfinite(scores).any():
@@ -221,7 +235,7 @@ class TransportAlignment(BaseEstimator):
         self.embedding_ = LatentEmbedding({a: barycentric_projection(self.coupling_, Xb), b: np.array(Xb)},
                                           method=type(self).__name__, info={"setting": self.setting_})
         self.view_names_ = (a, b)
-        del self._structures, self._views
+        del self._structures, self._views, self._names
         return self
 
     def match_probabilities(self, a=None, b=None) -> np.ndarray:
@@ -244,7 +258,7 @@ class TransportAlignment(BaseEstimator):
         """Both views' structure matrices for ``n_neighbors``, computed once per fit."""
         if n_neighbors not in self._structures:
             self._structures[n_neighbors] = tuple(structure_matrix(X, n_neighbors, name=v)
-                                                  for X, v in zip(self._views, ("a", "b")))
+                                                  for X, v in zip(self._views, self._names))
         return self._structures[n_neighbors]
 
     def _coupling(self, setting, M=None):

@@ -16,6 +16,8 @@ from ._base import (
     anchor_folds,
     anchor_profiles,
     coupling_rank,
+    neighbor_values,
+    positive_values,
     profile_cost,
 )
 
@@ -95,8 +97,8 @@ class FusedGromovWassersteinAlignment(TransportAlignment):
         alphas = [float(a) for a in np.atleast_1d(self.alpha)]
         if not all(0.0 <= a <= 1.0 for a in alphas):
             raise ValueError(f"alpha must lie in [0, 1], got {alphas}")
-        return _settings_grid(n_neighbors=sorted({min(int(k), max_neighbors) for k in np.atleast_1d(self.n_neighbors)}),
-                              epsilon=[float(e) for e in np.atleast_1d(self.epsilon)], alpha=alphas)
+        return _settings_grid(n_neighbors=neighbor_values(self.n_neighbors, max_neighbors),
+                              epsilon=positive_values(self.epsilon, "epsilon"), alpha=alphas)
 
     def _anchored_coupling(self, setting, index_a, index_b):
         Xa, Xb = self._views

@@ -15,7 +15,14 @@ import warnings
 import numpy as np
 import ot
 
-from ._base import TransportAlignment, _settings_grid, coupling_disagreement, coupling_rank
+from ._base import (
+    TransportAlignment,
+    _settings_grid,
+    coupling_disagreement,
+    coupling_rank,
+    neighbor_values,
+    positive_values,
+)
 
 __all__ = ["GromovWassersteinAlignment", "gromov_wasserstein_coupling"]
 
@@ -128,9 +135,8 @@ class GromovWassersteinAlignment(TransportAlignment):
         self.n_outer = n_outer
 
     def _grid(self, max_neighbors):
-        ks = np.atleast_1d(self.n_neighbors)
-        return _settings_grid(n_neighbors=sorted({min(int(k), max_neighbors) for k in ks}),
-                              epsilon=[float(e) for e in np.atleast_1d(self.epsilon)])
+        return _settings_grid(n_neighbors=neighbor_values(self.n_neighbors, max_neighbors),
+                              epsilon=positive_values(self.epsilon, "epsilon"))
 
     def _evaluate(self, problem, settings):
         results = []
