@@ -135,10 +135,15 @@ def test_near_equal_settings_that_disagree_are_flagged_ambiguous():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the mirror scores far worse: no ambiguity, no warning
         assert not _Scripted(scores=(0.10, 0.30, 0.11)).fit(problem).ambiguous_
-    unstable = _Scripted(scores=(0.30, 0.35, 0.40), mirror=2)
-    unstable._criterion_is_disagreement = True  # as GW's stability criterion: the settings' mean disagreement
-    with pytest.warns(RuntimeWarning, match="no two settings agree"):
-        assert unstable.fit(problem).ambiguous_
+    stability = _Scripted(scores=(0.30, 0.35, 0.40), mirror=2)
+    stability._criterion_is_disagreement = True  # as GW's stability criterion: the settings' mean disagreement
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # setting 1 agrees with the chosen 0: not ambiguous, however poor the mean
+        assert not stability.fit(problem).ambiguous_
+    stability.scores = (0.30, 0.35)
+    stability.mirror = 1
+    with pytest.warns(RuntimeWarning, match="no other setting agrees"):
+        assert stability.fit(problem).ambiguous_
 
 
 def test_semi_relaxed_leaves_a_population_absent_from_view_a_empty():

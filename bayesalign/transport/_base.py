@@ -182,8 +182,8 @@ class TransportAlignment(BaseEstimator):
     ``ambiguous_`` : bool
         Whether a setting whose criterion is within :data:`AMBIGUITY_TOLERANCE` of the chosen one's
         gives a coupling that disagrees with it beyond :data:`DISAGREEMENT_LIMIT` (e.g. a mirror image),
-        or, when the criterion is the settings' agreement, whether even the chosen one disagrees with the
-        others beyond it on average; a ``RuntimeWarning`` says which.
+        or, when the criterion is the settings' agreement, whether every other setting's coupling disagrees
+        with the chosen one's beyond it; a ``RuntimeWarning`` says which.
     ``converged_`` : bool
         Whether the chosen setting's mirror descent converged (a ``RuntimeWarning`` when not).
     """
@@ -215,12 +215,13 @@ class TransportAlignment(BaseEstimator):
             self.criterion_.append({**setting, "criterion": float(score), "disagreement": float(disagreement)})
         rivals = [c for c in self.criterion_ if c["criterion"] - scores[best] <= AMBIGUITY_TOLERANCE
                   and c["disagreement"] > DISAGREEMENT_LIMIT]
-        unstable = getattr(self, "_criterion_is_disagreement", False) and len(settings) > 1 \
-            and scores[best] > DISAGREEMENT_LIMIT
+        others = [c["disagreement"] for i, c in enumerate(self.criterion_) if i != best and np.isfinite(c["criterion"])]
+        unstable = getattr(self, "_criterion_is_disagreement", False) and bool(others) \
+            and min(others) > DISAGREEMENT_LIMIT
         self.ambiguous_ = bool(rivals) or bool(unstable)
         if unstable and not rivals:
-            warnings.warn(f"{type(self).__name__}: no two settings agree: even the most stable one, {self.setting_}, "
-                          f"disagrees with the others by {scores[best]:.2f} on average (a coupling the data do not "
+            warnings.warn(f"{type(self).__name__}: no other setting agrees with the most stable one, {self.setting_} "
+                          f"(their couplings disagree with it by {min(others):.2f} or more: a coupling the data do not "
                           "determine); see criterion_", RuntimeWarning, stacklevel=2)
         if rivals:
             warnings.warn(f"{type(self).__name__}: the choice of setting is ambiguous: {self.setting_} and "
