@@ -23,13 +23,13 @@ _LAZY = {"bootstrap": "bayesalign.bootstrap", "compare": "bayesalign.compare", "
          "gp": "bayesalign.gp", "graph": "bayesalign.graph",
          "mad": "bayesalign.mad", "matching": "bayesalign.matching", "metrics": "bayesalign.metrics",
          "pipelines": "bayesalign.pipelines", "plot": "bayesalign.plot", "registry": "bayesalign.registry",
-         "singlecell": "bayesalign.singlecell", "spectral": "bayesalign.spectral",
+         "singlecell": "bayesalign.singlecell", "spectral": "bayesalign.spectral", "transport": "bayesalign.transport",
          "MRD": "bayesalign.gp", "BayesianGPLVM": "bayesalign.gp", "MAD": "bayesalign.mad",
          "MADEnsemble": "bayesalign.mad"}
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MADEnsemble",
            "MRD", "Views", "__version__", "bootstrap", "compare", "datasets", "gp", "graph", "mad",
-           "matching", "metrics", "pipelines", "plot", "registry", "singlecell", "spectral"]
+           "matching", "metrics", "pipelines", "plot", "registry", "singlecell", "spectral", "transport"]
 
 
 def __getattr__(name):

@@ -1,7 +1,7 @@
 """Unsupervised correspondences between two views: where MAD starts when no anchor is given.
 
 ``"gromov_wasserstein"``: the entropic Gromov-Wasserstein coupling T (Peyre, Cuturi & Solomon 2016;
-:func:`bayesalign.matching.gromov_wasserstein_coupling`) of the views' within-view Euclidean
+:func:`bayesalign.transport.gromov_wasserstein_coupling`) of the views' within-view Euclidean
 distances (standardised columns, each matrix divided by its largest entry); the pairs (i, j) that
 are each other's argmax, scored n T_ij in (0, 1]. ``"local_patterns"``: the local-pattern
 correspondence of Wang, Krafft & Mahadevan (2011, section 5.3.4), scored by its weights.
@@ -24,7 +24,8 @@ from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
 from .data import check_view
-from .matching import gromov_wasserstein_coupling, mutual_nearest, sinkhorn, sinkhorn_marginals
+from .matching import mutual_nearest, sinkhorn, sinkhorn_marginals
+from .transport import gromov_wasserstein_coupling
 
 __all__ = ["BOOTSTRAPS", "SubspaceProcrustes", "reflection_starts", "subspace_procrustes", "unsupervised_pairs"]
 

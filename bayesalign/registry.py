@@ -9,7 +9,10 @@ The command line (``bayesalign align --method NAME``) and the comparison suite b
   Euclidean distances, Sinkhorn probabilities at the median nearest cost);
 * ``mad`` (Damianou, Lawrence & Ek 2016): ``MAD.fit(problem).align(a, b, matcher, cost)``, with its own
   probabilities. ``mad-<matcher>-<cost>`` names each combination for the comparison suite;
-  ``mad-ensemble`` is :class:`bayesalign.MADEnsemble` (several MAD fits pooled; no latent coordinates).
+  ``mad-ensemble`` is :class:`bayesalign.MADEnsemble` (several MAD fits pooled; no latent coordinates);
+* coupling methods (the optimal-transport aligners of ``bayesalign.transport``): the not-anchored rows
+  are matched by the coupling itself, the matching with the most expected correct pairs under its rows
+  normalised (:func:`bayesalign.matching.marginal_assignment`), each pair's probability its entry there.
 
 Methods whose module is not installed (a partial checkout) are listed but not ``available``.
 
@@ -31,8 +34,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .data import Alignment, AlignmentProblem, LatentEmbedding
-from .matching import COSTS, MATCHERS, match
+from .matching import COSTS, MATCHERS, candidate_rows, marginal_assignment, match
 
 #: MAD's matchers and costs (``bayesalign.matching`` owns them; importing it needs no torch).
 MAD_MATCHERS = MATCHERS
@@ -83,6 +88,10 @@ def _spectral(name, cls, summary, paper, **options) -> MethodSpec:
     return MethodSpec(name, f"bayesalign.spectral:{cls}", "embedding", summary, paper, options)
 
 
+def _transport(name, cls, summary, paper, **options) -> MethodSpec:
+    return MethodSpec(name, f"bayesalign.transport:{cls}", "coupling", summary, paper, options, probabilistic=True)
+
+
 _CHAPTER = "Wang, Krafft & Mahadevan 2011 (manifold alignment chapter)"
 _ENTRIES = [
     _spectral("joint-laplacian", "JointLaplacianAlignment", "instance-level joint Laplacian eigenmaps",
@@ -105,6 +114,14 @@ _ENTRIES = [
     MethodSpec("local-patterns", "bayesalign.spectral:LocalPatternAlignment", "embedding",
                "no anchors: local-pattern correspondence, then joint Laplacian", f"{_CHAPTER}, sec. 5.3.4",
                requires=("bayesalign.spectral:JointLaplacianAlignment",)),
+    _transport("gw", "GromovWassersteinAlignment", "no anchors needed: entropic Gromov-Wasserstein between k-NN "
+               "geodesic distances, barycentric projection", "Demetci et al. 2022 (SCOT)"),
+    _transport("gw-semirelaxed", "GromovWassersteinAlignment", "semi-relaxed entropic GW (view b's marginal free)",
+               "Vincent-Cuaz et al. 2022", marginals="semi-relaxed"),
+    _transport("fused-gw", "FusedGromovWassersteinAlignment", "entropic fused GW, anchors as a feature cost and "
+               "as fixed mass", "Vayer et al. 2019; Demetci et al. 2022"),
+    _transport("fused-gw-semirelaxed", "FusedGromovWassersteinAlignment", "semi-relaxed fused GW with anchors",
+               "Vincent-Cuaz et al. 2022", marginals="semi-relaxed"),
     MethodSpec("mrd-procrustes", "bayesalign.pipelines:MRDProcrustes", "embedding",
                "Bayesian GP-LVM per view + Procrustes on the anchors",
                "Titsias & Lawrence 2010; Wang & Mahadevan 2008", bayesian=True,
@@ -128,7 +145,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in _ENTRIES}
 #: The methods ``bayesalign compare`` runs by default: every spectral class, MRD+Procrustes and MAD
 #: with each matcher and cost (the bare ``mad`` entry is the CLI's configurable one; ``mad-ensemble``, four MAD
 #: fits, is asked for by name).
-COMPARE_METHODS = tuple(n for n in METHODS if n not in ("mad", "local-patterns", "mad-ensemble"))
+COMPARE_METHODS = tuple(n for n in METHODS if n not in ("mad", "local-patterns", "mad-ensemble", "gw-semirelaxed",
+                                                         "fused-gw-semirelaxed"))
 
 
 def get_method(name: str) -> MethodSpec:
@@ -253,6 +271,10 @@ def run_method(name: str, problem: AlignmentProblem, *, pairs: Sequence[tuple[st
         model = _embedding_model(spec, latent_dim, seed, device, progress, options).fit(problem)
         embedding = model.embedding_
         alignments = {(a, b): match(embedding, problem, a, b, cost_limit=cost_limit, method=name) for a, b in pairs}
+    elif spec.kind == "coupling":
+        model = _embedding_model(spec, latent_dim, seed, device, progress, options).fit(problem)
+        embedding = model.embedding_
+        alignments = {(a, b): coupling_alignment(model, problem, a, b, cost_limit, name) for a, b in pairs}
     else:
         cls = spec.load()
         mad_options = dict(spec.options)
@@ -266,6 +288,23 @@ def run_method(name: str, problem: AlignmentProblem, *, pairs: Sequence[tuple[st
         alignments = {(a, b): model.align(a, b, **align_kw) for a, b in pairs}
         embedding = getattr(model, "embedding_", None)  # a MADEnsemble has no single latent space
     return MethodResult(name, alignments, embedding, time.perf_counter() - start, model)
+
+
+def coupling_alignment(model, problem: AlignmentProblem, a: str, b: str, cost_limit=None, method: str = ""):
+    """Match the not-anchored rows of views a and b by a fitted transport model's ``match_probabilities``:
+    the matching with the most expected correct pairs (every row of the smaller side matched; with
+    ``cost_limit``, only pairs whose probability exceeds ``1 - cost_limit``, the cost of a pair being
+    ``1 - P``)."""
+    rows_a, rows_b = candidate_rows(problem, a, b)
+    P = model.match_probabilities(a, b)[np.ix_(rows_a, rows_b)]  # [n_a', n_b']
+    P = P / np.maximum(P.sum(axis=1, keepdims=True), np.finfo(float).tiny)  # a row's mass among the candidates
+    if cost_limit is None:
+        local = marginal_assignment(P, views=(a, b), match_all=True)
+    else:
+        local = marginal_assignment(P, views=(a, b), min_probability=max(0.0, 1.0 - float(cost_limit)))
+    return Alignment((a, b), rows_a[local.index_a], rows_b[local.index_b], local.costs, local.probabilities,
+                     n_a=problem.views.n_samples[a], n_b=problem.views.n_samples[b], candidates_a=rows_a,
+                     candidates_b=rows_b, method=method, info={"matcher": "coupling", "setting": model.setting_})
 
 
 def mad_embedding(model, problem: AlignmentProblem | None = None) -> LatentEmbedding:

@@ -383,7 +383,7 @@ def test_sparse_path_gives_the_dense_matching(toy):
 def test_gromov_wasserstein_recovers_an_isometry():
     from scipy.spatial.distance import cdist
 
-    from bayesalign.matching import gromov_wasserstein_coupling
+    from bayesalign.transport import gromov_wasserstein_coupling
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=(25, 3)) * [3.0, 1.5, 0.5]  # anisotropic: no symmetry to confuse the coupling

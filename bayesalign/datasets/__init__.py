@@ -24,6 +24,14 @@ from functools import partial
 from ..data import AlignmentProblem
 from .acclaim import Bone, Skeleton, joint_positions, read_amc, read_asf
 from .real import MFEAT_VIEWS, PROTEIN_SCALES, digits_halves, mfeat, mocap, protein
+from .simulations import (
+    MMDMA_KINDS,
+    accessibility_view,
+    branching_trajectory,
+    count_view,
+    mmdma_simulation,
+    single_cell_simulation,
+)
 from .synthetic import MAD_TOY_SETTINGS, mad_toy, manifold_pair
 
 
@@ -53,6 +61,8 @@ def load(name: str, **kwargs) -> AlignmentProblem:
 
 
 __all__ = [
-    "DATASETS", "MAD_TOY_SETTINGS", "MFEAT_VIEWS", "PROTEIN_SCALES", "Bone", "Skeleton", "digits_halves",
-    "joint_positions", "load", "mad_toy", "manifold_pair", "mfeat", "mocap", "protein", "read_amc", "read_asf",
+    "DATASETS", "MAD_TOY_SETTINGS", "MFEAT_VIEWS", "MMDMA_KINDS", "PROTEIN_SCALES", "Bone", "Skeleton",
+    "accessibility_view", "branching_trajectory", "count_view", "digits_halves", "joint_positions", "load",
+    "mad_toy", "manifold_pair", "mfeat", "mmdma_simulation", "mocap", "protein", "read_amc", "read_asf",
+    "single_cell_simulation",
 ]

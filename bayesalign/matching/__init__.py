@@ -11,7 +11,6 @@
 ``sparse_sinkhorn``        the same on candidate pairs only
 ``perturb_and_map``        samples of assignments under Gumbel-perturbed costs
 ``marginal_assignment``    the matching that maximises the expected number of correct pairs
-``gromov_wasserstein_coupling``  entropic Gromov-Wasserstein coupling (POT), within-view distances only
 ``pairwise_costs``         dense (n_a, n_b) Euclidean / squared-Euclidean costs between points
 ``mean_distance_cost``     MAD's D**: squared distances between posterior means
 ``likelihood_cost``        match negative log-likelihood of two Gaussian posteriors
@@ -42,7 +41,6 @@ from .costs import (
 from .entropic import (
     PerturbAndMapResult,
     SinkhornResult,
-    gromov_wasserstein_coupling,
     marginal_assignment,
     perturb_and_map,
     sinkhorn,
@@ -64,7 +62,7 @@ from .matcher import (
 
 __all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "CrossViewMisfit", "PerturbAndMapResult",
            "SinkhornResult", "fit_misfit",
-           "assign", "candidate_rows", "gromov_wasserstein_coupling", "knn_edges", "likelihood_cost",
+           "assign", "candidate_rows", "knn_edges", "likelihood_cost",
            "linear_assignment", "marginal_assignment", "match", "mean_distance_cost", "mutual_nearest",
            "myopic_assignment", "nearest_cost_temperature", "pair_costs", "pairwise_costs", "perturb_and_map",
            "posterior_assignment", "posterior_marginals", "posterior_temperature", "sinkhorn", "sinkhorn_marginals",

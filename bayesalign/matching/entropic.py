@@ -1,5 +1,5 @@
 """Match probabilities: entropic optimal transport (Sinkhorn, with a dustbin), perturb-and-MAP, and the
-matching that maximises the expected number of correct pairs under them; entropic Gromov-Wasserstein.
+matching that maximises the expected number of correct pairs under them.
 
 Dense Sinkhorn is POT's stabilised solver (``ot.bregman.sinkhorn_stabilized``) on the augmented marginals;
 the sparse one (candidate pairs only) is our own, because POT has no Sinkhorn on a sparse support.
@@ -20,7 +20,7 @@ from ..data import Alignment
 from .assignment import DEFAULT_VIEWS, _make_alignment, _solve_dense, sparse_assignment
 from .costs import _BLOCK_ENTRIES, _check_cost, _check_limit, _check_temperature
 
-__all__ = ["PerturbAndMapResult", "SinkhornResult", "gromov_wasserstein_coupling", "marginal_assignment",
+__all__ = ["PerturbAndMapResult", "SinkhornResult", "marginal_assignment",
            "perturb_and_map", "sinkhorn", "sinkhorn_marginals", "sparse_sinkhorn"]
 
 #: Marginal tolerance of the intermediate (warm-start) temperatures of epsilon scaling.
@@ -602,62 +602,3 @@ def marginal_assignment(marginals, cost=None, min_probability: float = 0.0, view
     return _make_alignment(rows, cols, pair_costs, shape, views, "marginal", probabilities=probs,
                            expected_correct=float(probs.sum()), min_probability=p0,
                            match_all=bool(match_all))
-
-
-def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: int = 50, n_inner: int = 1000,
-                                tol: float = 1e-6, init=None):
-    """Entropic Gromov-Wasserstein coupling of two metric spaces (Peyre, Cuturi & Solomon 2016, eq. 8-10).
-
-    Minimises ``sum_{ijkl} (A_ik - B_jl)^2 T_ij T_kl - epsilon H(T)`` over couplings T with
-    uniform marginals (1/n_a, 1/n_b) by the paper's projected mirror descent, each step a
-    Sinkhorn projection of the linearised cost (POT's ``ot.gromov.entropic_gromov_wasserstein``).
-    Only the within-view distances are used: no feature of one view is compared with a feature
-    of the other, which is what an unsupervised correspondence needs. Dense (n_a, n_b) and
-    (n, n): meant for a few hundred points.
-
-    Parameters
-    ----------
-    dist_a, dist_b : arrays (n_a, n_a), (n_b, n_b)
-        Within-view distances, each divided by its largest entry (so epsilon is relative).
-    epsilon : float
-    n_outer : int
-        Mirror-descent steps (stops earlier when T changes by less than ``tol``).
-    n_inner : int
-        Sinkhorn sweeps per step (an inexact projection, as in the paper's experiments).
-    init : array (n_a, n_b), optional
-        The coupling the mirror descent starts from (non-negative, rescaled to sum to 1); default the
-        independent coupling 1 / (n_a n_b). The objective is not convex: different starts can end in
-        different optima, e.g. mirror images (:func:`bayesalign.bootstrap.reflection_starts`).
-
-    Returns
-    -------
-    array (n_a, n_b): the coupling, summing to 1.
-
-    Examples
-    --------
-    >>> x = np.array([0.0, 1.0, 3.0, 7.0])[:, None]
-    >>> D = np.abs(x - x.T) / 7.0
-    >>> T = gromov_wasserstein_coupling(D, D[::-1, ::-1])
-    >>> T.argmax(1).tolist()  # an isometry: point i of a is point 3 - i of b
-    [3, 2, 1, 0]
-    """
-    A = np.asarray(dist_a, np.float64)  # [n_a, n_a]
-    B = np.asarray(dist_b, np.float64)  # [n_b, n_b]
-    G0 = None
-    if init is not None:
-        G0 = np.array(init, dtype=np.float64)  # [n_a, n_b]
-        if G0.shape != (A.shape[0], B.shape[0]) or not np.all(np.isfinite(G0)) or G0.min() < 0 or G0.sum() <= 0:
-            raise ValueError(f"init must be a non-negative finite ({A.shape[0]}, {B.shape[0]}) coupling with a "
-                             f"positive sum, got shape {G0.shape}")
-        G0 /= G0.sum()
-    import ot  # on first use, as above
-
-    p, q = np.full(A.shape[0], 1.0 / A.shape[0]), np.full(B.shape[0], 1.0 / B.shape[0])
-    with warnings.catch_warnings():  # an inexact projection (n_inner sweeps) is the paper's choice
-        warnings.filterwarnings("ignore", message="Sinkhorn did not converge")
-        T = ot.gromov.entropic_gromov_wasserstein(A, B, p, q, loss_fun="square_loss", epsilon=float(epsilon),
-                                                  G0=G0, max_iter=int(n_outer), tol=float(tol),
-                                                  numItermax=int(n_inner))
-    if not np.all(np.isfinite(T)):
-        raise FloatingPointError(f"Gromov-Wasserstein coupling is not finite at epsilon={epsilon}; raise epsilon")
-    return T / T.sum()
