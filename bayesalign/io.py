@@ -17,12 +17,16 @@ naming its line, never silently taken for row names. An ``.npz`` holds one 2-D n
 Anchor files
 ------------
 Text files, ``#`` comments and blank lines ignored. A cell is a row name of its view (when the view
-file has row names) or a 0-based row index. Two layouts:
+file has row names) or a 0-based row index, one reading for all the cells of a view: where both hold
+and differ (row names that are numbers, as R writes them) the cells are row names and a warning says
+so. A first column of row numbers under an empty header cell (pandas, R's ``write.csv``) is skipped.
+Two layouts:
 
 * wide: one column per view, in the order the views are given (or, with a header line whose cells
   are the view names, in the header's order). A line is one thing seen in several views; an empty
   cell, ``-`` or ``NA`` says the thing is not in that view. Each line gives an anchor pair between
-  every two views it names. For two views this is the plain two-column file ``row_a,row_b``.
+  every two views it names. For two views this is the plain two-column file ``row_a,row_b`` (a
+  header of such position names, ``row_a,row_b``, ``V1,V2``, is read as the views in the order given).
 * long: a header ``view_a,row_a,view_b,row_b`` (other columns ignored): one pair per line between
   any two views. The matches file written by :func:`write_matches` has this layout, so its
   confident rows can be fed back as anchors.
@@ -290,7 +294,11 @@ def _read_array_file(path: Path, kind: str, key: str | None, name: str) -> ViewF
 
 
 def write_view(path, data, row_names=None, columns=None) -> None:
-    """Write one view (atomically) in the format of the suffix; ``read_view`` reads it back exactly."""
+    """Write one view (atomically) in the format of the suffix; ``read_view`` reads it back exactly.
+
+    Row names that are numbers need a header line (its first cell empty, as pandas writes it) to be read
+    back as names: a text file with such names and no ``columns`` gets the header ``column0``, ``column1``, ...
+    """
     path = Path(path)
     kind = _kind(path)
     data = check_view(data, path.name)
@@ -311,6 +319,8 @@ def write_view(path, data, row_names=None, columns=None) -> None:
         return
     import pandas as pd
 
+    if row_names is not None and columns is None and any(_is_number(str(r)) for r in row_names):
+        columns = [f"column{j}" for j in range(data.shape[1])]
     frame = pd.DataFrame(data, columns=None if columns is None else list(columns))
     if row_names is not None:
         frame.index = [str(r) for r in row_names]
@@ -328,17 +338,42 @@ def write_view(path, data, row_names=None, columns=None) -> None:
 LONG_HEADER = ("view_a", "row_a", "view_b", "row_b")
 
 
-def _row_of(cell: str, view: ViewFile, where: str) -> int:
-    if view.row_names is not None:
-        lookup = view.row_index
-        if cell in lookup:
-            return lookup[cell]
+#: Header cells of the wide layout that name no view but the position of one (``--help`` shows ``row_a,row_b``)
+POSITION_HEADER = re.compile(r"(row|index)_?[a-z0-9]*|v\d+|x\d*|view\d*|\d+", re.IGNORECASE)
+
+
+def _rows_of(view: ViewFile, cells: Sequence[tuple[str, str]], path) -> list[int]:
+    """The rows named by the anchor cells of one view, ``cells`` = [(cell, where)], read one way for all of them.
+
+    Row names when every cell is one, 0-based row indices when every cell is one in range. When both readings
+    hold and they differ (row names that are numbers, as R's ``write.csv`` writes them: "1" for row 0), the cells
+    are read as row names and a warning says so. Errors name the line of the first cell neither reading takes.
+    """
+    import warnings
+
+    lookup = view.row_index if view.row_names is not None else {}
+    as_names = [lookup.get(cell) for cell, _ in cells]
+    as_indices = [int(cell) if re.fullmatch(r"\d+", cell) and int(cell) < view.n_samples else None
+                  for cell, _ in cells]
+    names_ok = view.row_names is not None and all(r is not None for r in as_names)
+    indices_ok = all(r is not None for r in as_indices)
+    if names_ok:
+        if indices_ok and as_names != as_indices:
+            cell = next(c for (c, _), n, i in zip(cells, as_names, as_indices) if n != i)
+            warnings.warn(f"{path}: every anchor cell of view {view.name!r} is both one of its row names and a "
+                          f"0-based row index, and the two differ ({cell!r} is row {lookup[cell]} by name, row "
+                          f"{int(cell)} by index): read as row names", UserWarning, stacklevel=3)
+        return as_names
+    if indices_ok:
+        return as_indices
+    if any(n is not None for n in as_names):  # read as row names: the first cell that is not one
+        cell, where = next(c for c, n in zip(cells, as_names) if n is None)
+        mixed = " (the file's other cells for that view are row names)" if re.fullmatch(r"\d+", cell) else ""
+        raise InputError(f"{where}: {cell!r} is not a row name of view {view.name!r}{mixed}")
+    cell, where = next(c for c, i in zip(cells, as_indices) if i is None)
     if re.fullmatch(r"\d+", cell):
-        row = int(cell)
-        if row >= view.n_samples:
-            raise InputError(f"{where}: row {row} is out of range for view {view.name!r} with "
-                             f"{view.n_samples} rows (rows are counted from 0)")
-        return row
+        raise InputError(f"{where}: row {int(cell)} is out of range for view {view.name!r} with "
+                         f"{view.n_samples} rows (rows are counted from 0)")
     if view.row_names is not None:
         raise InputError(f"{where}: {cell!r} is not a row name of view {view.name!r}")
     raise InputError(f"{where}: {cell!r} is not a row index (view {view.name!r} has no row names; "
@@ -348,31 +383,25 @@ def _row_of(cell: str, view: ViewFile, where: str) -> int:
 def read_anchors(path, views: Sequence[ViewFile]) -> list[Correspondence]:
     """Read an anchors file (wide or long layout, see the module docstring) for the given views.
 
-    Returns one :class:`~bayesalign.data.Correspondence` per pair of views that has anchors. Errors
-    name the file and line: a wrong number of cells, an unknown row name, a row out of range, a
-    line naming fewer than two views, a pair given twice.
+    Returns one :class:`~bayesalign.data.Correspondence` per pair of views that has anchors. The cells of a
+    view are read one way for the whole file (:func:`_rows_of`: row names, or 0-based indices; a warning when
+    both readings hold and differ). A first column of row numbers under an empty header cell (as pandas'
+    ``to_csv`` and R's ``write.csv`` write them) is skipped. Errors name the file and line: a wrong number of
+    cells, an unknown row name, a row out of range, a line naming fewer than two views, a pair given twice.
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: no such anchors file")
+        raise InputError(f"{path}: no such anchors file" if not path.exists() else
+                         f"{path}: not a file (the anchors must be one text file)")
     kind = _kind(path)
     if kind not in TEXT_SUFFIXES:
         raise InputError(f"{path}: an anchors file must be text (.csv, .tsv, .txt)")
     by_name = {v.name: v for v in views}
     rows, lines = _read_cells(path, kind)
+    if len(rows[0]) == len(views) + 1 and rows[0][0] == "" and len(rows) > 1:
+        rows = [cells[1:] for cells in rows]  # an index column (pandas, R write.csv) under an empty header cell
     first = [c.lower() for c in rows[0]]
-    pairs: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
-
-    def add(a: str, ra: int, b: str, rb: int, line: int):
-        if a == b:
-            raise InputError(f"{path} line {line}: a pair within one view ({a!r})")
-        if list(by_name).index(a) > list(by_name).index(b):
-            a, ra, b, rb = b, rb, a, ra
-        seen = pairs.setdefault((a, b), {})
-        if (ra, rb) in seen:
-            raise InputError(f"{path} line {line}: the pair ({a} row {ra}, {b} row {rb}) is already given "
-                             f"on line {seen[(ra, rb)]}")
-        seen[(ra, rb)] = line
+    found: list[tuple[str, str, str, str, int]] = []  # (view a, cell a, view b, cell b, line)
 
     if all(h in first for h in LONG_HEADER):
         cols = [first.index(h) for h in LONG_HEADER]
@@ -384,17 +413,21 @@ def read_anchors(path, views: Sequence[ViewFile]) -> list[Correspondence]:
             for v in (va, vb):
                 if v not in by_name:
                     raise InputError(f"{where}: unknown view {v!r}; the views are {list(by_name)}")
-            add(va, _row_of(ca, by_name[va], where), vb, _row_of(cb, by_name[vb], where), line)
+            found.append((va, ca, vb, cb, line))
     else:
         order = list(views)
         body, body_lines = rows, lines
         header = rows[0]
-        if any(c in by_name for c in header) and all(c in by_name or c.lower() in MISSING for c in header):
+        names_a_view = any(c in by_name for c in header)
+        if names_a_view and all(c in by_name or c.lower() in MISSING for c in header):
             order = [by_name.get(c) for c in header]  # None: a column for no view, ignored
             body, body_lines = rows[1:], lines[1:]
+        elif not names_a_view and len(header) == len(views) and all(POSITION_HEADER.fullmatch(c) for c in header) \
+                and not _looks_like_rows(header, views):
+            body, body_lines = rows[1:], lines[1:]  # "row_a,row_b": the views in the order given
         elif not _looks_like_rows(header, views):
             raise InputError(f"{path} line {lines[0]}: a header that names no view; use the view names "
-                             f"{list(by_name)} or the long layout {','.join(LONG_HEADER)}")
+                             f"{list(by_name)}, row_a,row_b, or the long layout {','.join(LONG_HEADER)}")
         width = len(order)
         if width < 2 and len(views) >= 2:
             raise InputError(f"{path}: {width} column(s); an anchors file needs one column per view")
@@ -403,17 +436,33 @@ def read_anchors(path, views: Sequence[ViewFile]) -> list[Correspondence]:
             if len(cells) != width:
                 raise InputError(f"{where}: {len(cells)} cells, expected {width} (one per view: "
                                  f"{[v.name if v else '-' for v in order]})")
-            present = [(v, _row_of(c, v, where)) for v, c in zip(order, cells)
-                       if v is not None and c.lower() not in MISSING]
+            present = [(v.name, c) for v, c in zip(order, cells) if v is not None and c.lower() not in MISSING]
             if len(present) < 2:
                 raise InputError(f"{where}: names a row in fewer than two views, so it pairs nothing")
-            for i, (va, ra) in enumerate(present):
-                for vb, rb in present[i + 1:]:
-                    add(va.name, ra, vb.name, rb, line)
-    if not pairs:
+            for i, (va, ca) in enumerate(present):
+                for vb, cb in present[i + 1:]:
+                    found.append((va, ca, vb, cb, line))
+    if not found:
         raise InputError(f"{path}: no anchor pairs in the file")
-    return [Correspondence((a, b), [p[0] for p in found], [p[1] for p in found])
-            for (a, b), found in pairs.items()]
+    cells: dict[str, list[tuple[str, str]]] = {}
+    for va, ca, vb, cb, line in found:
+        cells.setdefault(va, []).append((ca, f"{path} line {line}"))
+        cells.setdefault(vb, []).append((cb, f"{path} line {line}"))
+    resolved = {v: dict(zip((c for c, _ in items), _rows_of(by_name[v], items, path))) for v, items in cells.items()}
+    names = list(by_name)
+    pairs: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
+    for va, ca, vb, cb, line in found:
+        ra, rb = resolved[va][ca], resolved[vb][cb]
+        if va == vb:
+            raise InputError(f"{path} line {line}: a pair within one view ({va!r})")
+        if names.index(va) > names.index(vb):
+            va, ra, vb, rb = vb, rb, va, ra
+        seen = pairs.setdefault((va, vb), {})
+        if (ra, rb) in seen:
+            raise InputError(f"{path} line {line}: the pair ({va} row {ra}, {vb} row {rb}) is already given "
+                             f"on line {seen[(ra, rb)]}")
+        seen[(ra, rb)] = line
+    return [Correspondence((a, b), [p[0] for p in got], [p[1] for p in got]) for (a, b), got in pairs.items()]
 
 
 def _looks_like_rows(cells, views) -> bool:
