@@ -18,3 +18,21 @@ def test_mrd_refuses_missing_entries_naming_the_view(every_column):
     for data in (views, ba.AlignmentProblem(views)):
         with pytest.raises(ValueError, match=r"view 'b' has \d missing \(NaN\)"):
             ba.MRD(latent_dim=2, num_inducing=4, max_iter=2).fit(data)
+
+
+def test_timedelta_arrays_are_not_numbers():
+    td = np.array([[1, 2], [3, 4]], dtype="timedelta64[s]")
+    with pytest.raises(TypeError, match=r"view 'a'.*timedelta64"):
+        ba.Views({"a": td, "b": np.zeros((2, 2))})
+    with pytest.raises(TypeError, match="timedelta64"):
+        ba.Correspondence(("a", "b"), np.array([1, 2], dtype="timedelta64[s]"), [0, 1])
+
+
+@pytest.mark.parametrize("build", [
+    lambda: ba.Correspondence(("a", "b"), [True, 0], [0, 1]),
+    lambda: ba.Correspondence.from_pairs([(True, 0), (0, 1)], ("a", "b")),
+    lambda: ba.Correspondence.from_pairs([[0, np.True_]], ("a", "b")),
+])
+def test_a_bool_in_an_index_list_is_no_row(build):
+    with pytest.raises(TypeError, match="bool"):
+        build()
