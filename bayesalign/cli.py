@@ -307,7 +307,8 @@ def _add_compare(sub) -> None:
             Run alignment methods on a dataset at several anchor fractions and seeds and print the
             table (accuracy, Kendall-tau distance, top-1/top-10, FOSCTTM, calibration, seconds).
             Shipped datasets: see --list-datasets. Your own data: give 2+ view files whose rows are
-            paired (row i of each file is the same thing; the pairing is the truth the metrics use).
+            paired (by row name when every file has row names, else row i of each file is the same
+            thing; the pairing is the truth the metrics use).
             Writes CSV (every run), a Markdown summary and one figure per dataset to --out."""))
     p.add_argument("files", nargs="*", metavar="VIEW", help="paired view files (instead of --dataset)")
     p.add_argument("--dataset", nargs="+", metavar="NAME", help="shipped dataset(s)")
@@ -353,7 +354,7 @@ def check_grid_options(args) -> None:
 def cmd_compare(args) -> int:
     from . import compare
     from .data import AlignmentProblem, Views
-    from .io import read_view
+    from .io import paired_rows, read_view
 
     if args.list_datasets:
         for name, doc in compare.dataset_summaries().items():
@@ -367,10 +368,11 @@ def cmd_compare(args) -> int:
         if len(args.files) < 2:
             raise CommandError("compare needs at least two view files")
         files = [read_view(path, name) for path, name in zip(args.files, _view_names(args.files, None))]
-        sizes = {f.name: f.n_samples for f in files}
-        if len(set(sizes.values())) != 1:
-            raise CommandError(f"compare needs paired files (the same number of rows); got {sizes}")
-        problems = {"files": AlignmentProblem.paired(Views({f.name: f.data for f in files}), name="files")}
+        arrays, how = paired_rows(files)
+        if how == "name":
+            _say(f"rows paired by their names (the order of {files[0].path})")
+        problems = {"files": AlignmentProblem.paired(Views({f.name: x for f, x in zip(files, arrays)}),
+                                                     name="files")}
     else:
         problems = {name: name for name in args.dataset}
         for name in args.dataset:

@@ -334,6 +334,30 @@ def write_view(path, data, row_names=None, columns=None) -> None:
                      float_format="%.17g", compression=compression)
 
 
+def paired_rows(files: Sequence[ViewFile]) -> tuple[list[np.ndarray], str]:
+    """The rows of paired view files in one order, and how they were paired ("name" or "position").
+
+    When every file has row names, rows are paired by name (in the first file's order; every file must
+    hold the same names); otherwise row i of each file is the same thing, and the files must have as many
+    rows each.
+    """
+    if all(f.row_names is not None for f in files):
+        first = files[0]
+        out = [first.data]
+        for f in files[1:]:
+            missing = [n for n in first.row_names if n not in f.row_index]
+            extra = [n for n in f.row_names if n not in first.row_index]
+            if missing or extra:
+                raise InputError(f"{f.path or f.name}: its row names are not those of {first.path or first.name} "
+                                 f"(missing {missing[:3]}, extra {extra[:3]}); paired files name the same rows")
+            out.append(f.data[[f.row_index[n] for n in first.row_names]])
+        return out, "name"
+    sizes = {f.name: f.n_samples for f in files}
+    if len(set(sizes.values())) != 1:
+        raise InputError(f"paired files need the same number of rows (or row names in every file); got {sizes}")
+    return [f.data for f in files], "position"
+
+
 # Anchors -----------------------------------------------------------------------------------
 LONG_HEADER = ("view_a", "row_a", "view_b", "row_b")
 

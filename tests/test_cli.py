@@ -281,7 +281,7 @@ def test_compare_files_must_be_paired(tmp_path, capsys):
     write_view(tmp_path / "a.csv", a)
     write_view(tmp_path / "b.csv", b[:39])
     err = bad(["compare", tmp_path / "a.csv", tmp_path / "b.csv", "--methods", SPECTRAL[0]], capsys)
-    assert "compare needs paired files (the same number of rows); got {'a': 40, 'b': 39}" in err
+    assert "paired files need the same number of rows (or row names in every file); got {'a': 40, 'b': 39}" in err
 
 
 def test_bad_option_and_names(files, capsys):
@@ -685,3 +685,22 @@ def test_every_command_s_help_prints_without_escapes_or_placeholders():
             sub.print_help()
         assert text.getvalue().strip(), name
         assert "%%" not in text.getvalue() and "%(" not in text.getvalue(), name
+
+
+def test_compare_pairs_files_by_row_name(tmp_path, capsys):
+    # the same named rows in another order: the metrics must be those of the files in one order
+    a, b = curve(40)
+    names = [f"r{i}" for i in range(40)]
+    order = np.random.default_rng(1).permutation(40)
+    write_view(tmp_path / "a.csv", a, row_names=names)
+    write_view(tmp_path / "b.csv", b[order], row_names=[names[i] for i in order])
+    write_view(tmp_path / "b_sorted.csv", b, row_names=names)
+    accuracies = []
+    for other in ("b.csv", "b_sorted.csv"):
+        code, _, err = run(["compare", tmp_path / "a.csv", tmp_path / other, "--methods", SPECTRAL[0],
+                            "--anchors", 0.25, "--seeds", 1, "--out", tmp_path / other.split(".")[0]], capsys)
+        assert code == 0, err
+        assert "rows paired by their names" in err
+        runs = pd.read_csv(tmp_path / other.split(".")[0] / "comparison_runs.csv")
+        accuracies.append(float(runs["accuracy"].iloc[0]))
+    assert accuracies[0] == pytest.approx(accuracies[1], abs=1e-12)  # the same problem, the same seeded fit

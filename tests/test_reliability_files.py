@@ -78,3 +78,20 @@ def test_row_names_that_are_numbers_survive_a_round_trip(tmp_path):
     write_view(tmp_path / "v.csv", np.arange(6.0).reshape(3, 2), row_names=["10", "20", "30"])
     view = read_view(tmp_path / "v.csv")
     assert view.row_names == ("10", "20", "30") and view.data.tolist() == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_paired_rows_by_name_or_position(tmp_path):
+    from bayesalign.io import paired_rows
+
+    data = np.arange(8.0).reshape(4, 2)
+    write_view(tmp_path / "a.csv", data, row_names=list("wxyz"))
+    write_view(tmp_path / "b.csv", data[::-1], row_names=list("zyxw"))
+    write_view(tmp_path / "c.csv", data[:3], row_names=list("wxy"))
+    a, b, c = (read_view(tmp_path / f"{v}.csv") for v in "abc")
+    arrays, how = paired_rows([a, b])
+    assert how == "name" and np.array_equal(arrays[1], data)
+    with pytest.raises(InputError, match="missing \\['z'\\]"):
+        paired_rows([a, c])
+    write_view(tmp_path / "d.csv", data[::-1])
+    arrays, how = paired_rows([a, read_view(tmp_path / "d.csv")])
+    assert how == "position" and np.array_equal(arrays[1], data[::-1])
