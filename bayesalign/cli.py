@@ -100,7 +100,7 @@ def _add_align(sub) -> None:
                    "so a column with a large spread weighs more in distances and kernels. Turn it on when "
                    "the columns of a view are in unrelated units or scales; leave it off when the units "
                    "mean something shared (pixel intensities, counts)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed, a non-negative integer (default 0)")
     p.add_argument("--device", default=None, help="torch device for Bayesian methods, e.g. cpu, cuda")
     p.add_argument("--latent-dim", type=int, default=None, help="latent dimension (default: the method's)")
     p.add_argument("--matcher", choices=MAD_MATCHERS, default=None, help="MAD's matcher (default hungarian)")
@@ -112,6 +112,38 @@ def _add_align(sub) -> None:
                    "--set num_inducing=30 (repeatable; values are Python literals or strings)")
     p.add_argument("--list-methods", action="store_true", help="list the methods and exit")
     p.set_defaults(run=cmd_align)
+
+
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer (what numpy's generators accept), else argparse's usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def _check_option_types(cls, options: dict) -> None:
+    """Refuse, before any fit, a ``--set KEY=VALUE`` whose value is text where the option's default is a number
+    or a bool (``--set max_iter=abc``), naming the option."""
+    import inspect
+
+    try:
+        parameters = dict(inspect.signature(cls).parameters)
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):  # MAD: further keywords
+            from .gp import MRD  # are MRD's
+
+            parameters = {**inspect.signature(MRD).parameters, **parameters}
+    except (TypeError, ValueError, ImportError):
+        return
+    for key, value in options.items():
+        default = parameters[key].default if key in parameters else None
+        if isinstance(default, (bool, int, float)) and not isinstance(value, (bool, int, float)):
+            kind = "True or False" if isinstance(default, bool) else "a number"
+            raise CommandError(f"--set {key}={value}: {key} takes {kind} (default {default!r}), got "
+                               f"{type(value).__name__} {value!r}")
 
 
 def _parse_options(items) -> dict:
@@ -259,6 +291,10 @@ def cmd_align(args) -> int:
     anchors = read_anchors(args.anchors, files) if args.anchors else []
     if not spec.available:  # imports the method's module: after the cheap checks of the files
         raise CommandError(f"method {args.method!r} is not available in this installation")
+    _check_option_types(spec.load(), options)
+    for f, path in zip(files, args.views):
+        if f.n_samples < 2:
+            raise CommandError(f"view file {path}: {f.n_samples} row; aligning needs at least 2 rows in every view")
     views = Views({f.name: f.data for f in files})
     problem = AlignmentProblem(views.standardised() if args.standardise else views, anchors=anchors)
     sizes = " + ".join(f"{f.n_samples}" for f in files)
@@ -458,7 +494,7 @@ def _add_demo(sub) -> None:
                        "against anchors and a reliability diagram of the match probabilities to --out.")
     p.add_argument("--dataset", choices=("mocap", "digits"), default="mocap", help="default mocap")
     p.add_argument("--out", default="bayesalign-demo", help="output folder (default ./bayesalign-demo)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0, help="random seed, a non-negative integer (default 0)")
     p.add_argument("--device", default=None, help="torch device for MAD, e.g. cuda")
     p.set_defaults(run=cmd_demo)
 
@@ -492,7 +528,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 an error the user can act on)."""
+    """Run the command line; returns the exit status (0 ok, 2 an error the user can act on, 130 Ctrl-C)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the modules are imported or the parser is built
+        _say("bayesalign: interrupted; no output written")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from .io import InputError
     from .registry import UnknownMethodError
 

@@ -150,9 +150,11 @@ def _read_cells(path: Path, kind: str) -> tuple[list[list[str]], list[int]]:
                     continue
                 rows.append(cells)
                 lines.append(number)
-    except (UnicodeDecodeError, OSError, EOFError) as exc:
+    except (UnicodeDecodeError, EOFError) as exc:
         raise InputError(f"{path}: not a readable text file ({exc.__class__.__name__}); "
                          "use .npy / .npz for binary arrays") from None
+    except OSError as exc:  # permission denied, a corrupt archive, an I/O error
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except csv.Error as exc:
         raise InputError(f"{path}: malformed CSV ({exc})") from None
     if not rows:

@@ -704,3 +704,35 @@ def test_compare_pairs_files_by_row_name(tmp_path, capsys):
         runs = pd.read_csv(tmp_path / other.split(".")[0] / "comparison_runs.csv")
         accuracies.append(float(runs["accuracy"].iloc[0]))
     assert accuracies[0] == pytest.approx(accuracies[1], abs=1e-12)  # the same problem, the same seeded fit
+
+
+def test_rough_edges_name_the_argument(files, capsys, monkeypatch):
+    folder, _, _ = files
+    common = ["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv", "--out",
+              folder / "m.csv"]
+    code, _, err = run([*common, "--seed", "-1"], capsys)
+    assert code == 2 and "argument --seed: expected a non-negative integer, got -1" in err
+    if METHODS["mad"].available:
+        assert "--set max_iter=abc: max_iter takes a number" in bad([*common, "--method", "mad", "--set",
+                                                                     "max_iter=abc"], capsys)
+    write_view(folder / "one.csv", np.zeros((1, 3)))
+    one = ["align", folder / "one.csv", folder / "b.npy", "--anchors", folder / "none.csv", "--out", folder / "m.csv"]
+    (folder / "none.csv").write_text("0,0\n")
+    assert f"view file {folder / 'one.csv'}: 1 row" in bad(one, capsys)
+    (folder / "dir.csv").mkdir()
+    assert "not a file" in bad([*common[:4], folder / "dir.csv", *common[5:]], capsys)
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("bayesalign.io._open_text", denied)
+    assert "a.csv: cannot be read (Permission denied)" in bad(common, capsys)
+
+
+def test_ctrl_c_while_the_modules_load_exits_130_without_traceback(capsys, monkeypatch):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    code, _, err = run(["align", "--list-methods"], capsys)
+    assert code == 130 and "Traceback" not in err and "interrupted" in err
