@@ -725,7 +725,7 @@ def test_rough_edges_name_the_argument(files, capsys, monkeypatch):
     def denied(path):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr("bayesalign.io._open_text", denied)
+    monkeypatch.setattr("bayesalign.io.views._open_text", denied)
     assert "a.csv: cannot be read (Permission denied)" in bad(common, capsys)
 
 
