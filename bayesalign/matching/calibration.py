@@ -8,7 +8,8 @@ of pure noise matches them exactly). So the anchors between views a and b are sp
 held out of a fit of the same estimator on the rest (its rows then join the rows to be matched, placed by their
 own views as unaligned rows are), and the scale ``s`` of T = s T_0 (T_0 the fold's median nearest cost) minimises
 the negative log of the held-out pairs' Sinkhorn marginals, pooled over the folds (temperature scaling, Guo et
-al. 2017, on cross-fitted predictions):
+al. 2017, on cross-fitted predictions; in a fold with more rows to match than ``MAX_CALIBRATION_PAIRS`` allows,
+over its held-out rows and a seeded sample of the others, which approximates the full pool's marginals):
 
 .. math:: s^\\ast = \\arg\\min_s \\; -\\sum_f \\sum_{(i,t)\\,\\in\\,\\text{fold } f} \\log P^{(f)}_{s T_0^{(f)}}[i, t]
 
@@ -28,7 +29,8 @@ import numpy as np
 
 from ..data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding
 from .costs import mean_distance_cost
-from .matcher import DENSE_SINKHORN_MAX, candidate_rows, match, nearest_cost_temperature, sinkhorn_probabilities
+from .entropic import sinkhorn_marginals
+from .matcher import candidate_rows, match, nearest_cost_temperature
 
 __all__ = ["MIN_CALIBRATION_PAIRS", "MIN_EVIDENCE", "SCALES", "calibrated_match", "cross_fitted_temperature"]
 
@@ -39,10 +41,13 @@ N_FOLDS = 5
 #: The scales s of T = s T_0 tried: T_0 / 4 (sharper than the default) to 2^16 T_0 (chance, for any cost spread
 #: the median nearest cost can have).
 SCALES = 2.0 ** np.arange(-2, 17)
+#: Largest marginal error of the calibration's Sinkhorn solves (a grid of factors of 2 needs no finer).
+CALIBRATION_TOL = 1e-2
 #: 95% point of the likelihood-ratio statistic of "chance ranking" (half chi2_0 + half chi2_1).
 MIN_EVIDENCE = 2.706
-#: Largest pool n_a * n_b of a fold that is calibrated (a dense Sinkhorn per scale and fold).
-MAX_CALIBRATION_PAIRS = DENSE_SINKHORN_MAX
+#: Largest pool n_a * n_b of a fold's Sinkhorn solves (dense, one per scale and fold); above it, the rows to
+#: match of each view are the held-out ones and a seeded sample of the others, sqrt of this many in all.
+MAX_CALIBRATION_PAIRS = 250_000
 
 
 def _fold_problem(problem: AlignmentProblem, a: str, b: str, held: Correspondence) -> AlignmentProblem:
@@ -59,6 +64,17 @@ def _fold_problem(problem: AlignmentProblem, a: str, b: str, held: Correspondenc
         if keep.any():
             kept.append(corr.subset(keep))
     return problem.replace(anchors=kept)
+
+
+def _pool(rows: np.ndarray, held: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The rows of one view a fold's Sinkhorn solves over: all of ``rows``, or where the pool would exceed
+    ``MAX_CALIBRATION_PAIRS`` pairs, its held-out rows and a seeded sample of the others (sorted)."""
+    size = int(np.sqrt(MAX_CALIBRATION_PAIRS))
+    if rows.size <= size:
+        return rows
+    others = np.setdiff1d(rows, held)
+    keep = rng.choice(others, size=max(size - np.intersect1d(rows, held).size, 0), replace=False)
+    return np.sort(np.concatenate([keep, np.intersect1d(rows, held)]))
 
 
 def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding], problem: AlignmentProblem,
@@ -81,14 +97,17 @@ def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding],
     dict
         ``calibrated`` (bool) and, when False, ``reason``; else ``scale`` (s*), ``pairs`` (held-out pairs
         scored), ``folds``, ``objective`` (at s*), ``chance`` (at chance), ``evidence``, ``signal``
-        (``evidence >= MIN_EVIDENCE``) and ``at_bound`` ("lower", "upper" or None: s* at an end of ``SCALES``).
+        (``evidence >= MIN_EVIDENCE``), ``at_bound`` ("lower", "upper" or None: s* at an end of ``SCALES``)
+        and ``subsampled`` (whether some fold solved over a sample of its rows).
     """
     anchors = problem.anchors_between(a, b)
     if len(anchors) < MIN_CALIBRATION_PAIRS:
         return {"calibrated": False, "reason": f"{len(anchors)} anchor pair(s) between views {a!r} and {b!r}, "
                 f"fewer than the {MIN_CALIBRATION_PAIRS} a cross-fitted calibration needs"}
     n_folds = int(min(n_folds, len(anchors)))
-    order = np.random.default_rng(seed).permutation(len(anchors))
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(anchors))
+    subsampled = False
     folds = []  # per fold: costs [n_a, n_b], T_0, the held-out pairs' rows and costs, the embedding's points
     chance = 0.0
     for fold in np.array_split(order, n_folds):
@@ -103,20 +122,21 @@ def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding],
         except ValueError as exc:  # e.g. too few anchors left for the method
             return {"calibrated": False, "reason": f"a fit without {len(fold)} of the anchors failed: {exc}"}
         rows_a, rows_b = candidate_rows(fold_problem, a, b)
-        if rows_a.size * rows_b.size > MAX_CALIBRATION_PAIRS:
-            return {"calibrated": False, "reason": f"{rows_a.size} x {rows_b.size} rows to match, more than the "
-                    f"{MAX_CALIBRATION_PAIRS} pairs a cross-fitted calibration solves densely"}
+        dims = embedding.shared_dims
+        T0 = nearest_cost_temperature(embedding.means[a][rows_a][:, dims], embedding.means[b][rows_b][:, dims])
+        full = rows_a.size * rows_b.size
+        rows_a, rows_b = (_pool(rows, held_rows, rng) for rows, held_rows in ((rows_a, held.index_a),
+                                                                              (rows_b, held.index_b)))
+        subsampled |= rows_a.size * rows_b.size < full
         local_a = np.searchsorted(rows_a, held.index_a)  # held-out pairs whose two rows are both to be matched
         local_b = np.searchsorted(rows_b, held.index_b)
         ok = (local_a < rows_a.size) & (local_b < rows_b.size)
         ok[ok] &= (rows_a[local_a[ok]] == held.index_a[ok]) & (rows_b[local_b[ok]] == held.index_b[ok])
         if not ok.any():
             continue
-        dims = embedding.shared_dims
         ma, mb = embedding.means[a][rows_a][:, dims], embedding.means[b][rows_b][:, dims]  # [n_a, q], [n_b, q]
         C = mean_distance_cost(ma, mb)  # [n_a, n_b]
-        folds.append({"C": C, "T0": nearest_cost_temperature(ma, mb), "ia": local_a[ok], "ib": local_b[ok],
-                      "points": (ma, mb), "warm": None})
+        folds.append({"C": C, "T0": T0, "ia": local_a[ok], "ib": local_b[ok], "warm": None})
         chance += int(ok.sum()) * float(np.log(max(rows_a.size, rows_b.size)))
     if not folds:
         return {"calibrated": False, "reason": "no held-out anchor pair was left to match"}
@@ -126,7 +146,7 @@ def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding],
         value = 0.0
         for f in folds:
             info, T = {}, s * f["T0"]
-            sinkhorn_probabilities(f["C"], T, None, *f["points"], info=info, warm_start=f["warm"])
+            sinkhorn_marginals(f["C"], T, None, tol=CALIBRATION_TOL, info=info, warm_start=f["warm"])
             f["warm"] = info["potentials"]  # the next, sharper solve starts here
             alpha, beta = info["log_potentials"]
             # log P of the true pairs from the potentials (exact where P underflows), at most log 1
@@ -147,7 +167,7 @@ def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding],
     at_bound = "lower" if best == 0 else "upper" if best == SCALES.size - 1 else None
     return {"calibrated": True, "scale": float(SCALES[best]), "pairs": scored, "folds": n_folds,
             "objective": float(objective[best]), "chance": chance, "evidence": evidence,
-            "signal": evidence >= MIN_EVIDENCE, "at_bound": at_bound}
+            "signal": evidence >= MIN_EVIDENCE, "at_bound": at_bound, "subsampled": subsampled}
 
 
 def calibrated_match(fit: Callable[[AlignmentProblem], LatentEmbedding], embedding: LatentEmbedding,
