@@ -49,8 +49,20 @@ any two views (the --out file of this command has this layout, so confident matc
 back as anchors)."""
 
 
-class CommandError(Exception):
-    """An error the user can act on: printed as one line, exit status 2."""
+from .cli_checks import (  # noqa: E402  (the argument checks live beside: this file's job is the commands)
+    CommandError,
+    _check_device,
+    _check_option_types,
+    _check_outputs,
+    _check_writable_folder,
+    _existing_folder,
+    _one_line,
+    _parse_options,
+    _seed,
+    _view_names,
+    add_grid_options,
+    check_grid_options,
+)
 
 
 def _say(message: str = "") -> None:
@@ -100,7 +112,7 @@ def _add_align(sub) -> None:
                    "so a column with a large spread weighs more in distances and kernels. Turn it on when "
                    "the columns of a view are in unrelated units or scales; leave it off when the units "
                    "mean something shared (pixel intensities, counts)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed, a non-negative integer (default 0)")
     p.add_argument("--device", default=None, help="torch device for Bayesian methods, e.g. cpu, cuda")
     p.add_argument("--latent-dim", type=int, default=None, help="latent dimension (default: the method's)")
     p.add_argument("--matcher", choices=MAD_MATCHERS, default=None, help="MAD's matcher (default hungarian)")
@@ -114,112 +126,12 @@ def _add_align(sub) -> None:
     p.set_defaults(run=cmd_align)
 
 
-def _parse_options(items) -> dict:
-    options = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise CommandError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_iter=500")
-        try:
-            value = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            value = text.strip()
-        options[key.strip()] = value
-    return options
-
-
 def _list_methods() -> None:
     from .registry import METHODS
 
     for name, spec in METHODS.items():
         mark = "" if spec.available else "  [not installed]"
         print(f"{name:28s} {spec.summary} ({spec.paper}){mark}")
-
-
-def _view_names(paths, names) -> list[str]:
-    from .io import default_view_name
-
-    if names is not None:
-        if len(names) != len(paths):
-            raise CommandError(f"--names gives {len(names)} names for {len(paths)} view files")
-        if len(set(names)) != len(names):
-            raise CommandError(f"--names: duplicate view names {names}")
-        return list(names)
-    stems = [default_view_name(p) or f"view{i}" for i, p in enumerate(paths)]
-    if len(set(stems)) == len(stems):
-        return stems
-    return [f"{stem}{i}" for i, stem in enumerate(stems)]
-
-
-def _check_outputs(outputs: dict, inputs: dict) -> None:
-    """Refuse, before any fit, an output path that is an input file, is named twice, is a directory,
-    or cannot be written (its folder is not writable, or it is a read-only file)."""
-    from .io import _split_key
-
-    def same(a: Path, b: Path) -> bool:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)  # also a hard link or another spelling of one file
-        return os.path.realpath(a) == os.path.realpath(b)
-
-    given = {flag: Path(path) for flag, path in outputs.items() if path}
-    for flag, path in given.items():
-        for what, source in inputs.items():
-            if same(path, _split_key(source)[0]):
-                raise CommandError(f"{flag} {path} is the {what}: it would be overwritten; write elsewhere")
-        for other, other_path in given.items():
-            if other < flag and same(path, other_path):
-                raise CommandError(f"{other} and {flag} name the same file {path}")
-        if path.is_dir():
-            raise CommandError(f"{flag} {path}: is a directory; give a file name")
-        _check_writable_folder(flag, path, Path(os.path.realpath(path)).parent)
-        if path.exists() and not os.access(path, os.W_OK):
-            raise CommandError(f"{flag} {path}: the file is read-only")
-
-
-def _check_writable_folder(flag: str, path, folder: Path) -> None:
-    """Refuse ``path`` unless ``folder`` (or, where it does not exist yet, its nearest existing parent,
-    in which the writer will create it) is a directory this process can create files in."""
-    folder = _existing_folder(folder)
-    if not folder.is_dir():
-        raise CommandError(f"{flag} {path}: {folder} is not a directory")
-    try:  # a real probe: os.access is always true for root and blind to read-only file systems
-        fd, probe = tempfile.mkstemp(prefix=".bayesalign-probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise CommandError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
-
-
-def _existing_folder(folder: Path) -> Path:
-    """``folder``, or where it does not exist yet its nearest existing parent (where it will be created)."""
-    while not folder.exists():
-        folder = folder.parent
-    return folder
-
-
-def _check_device(text: str | None) -> None:
-    """Refuse, before any fit, a ``--device`` torch cannot use here."""
-    if text is None:
-        return
-    import torch
-
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError) as exc:
-        raise CommandError(f"--device {text!r} is not a torch device ({_one_line(exc)}); e.g. cpu, cuda, "
-                           "cuda:1") from None
-    if device.type == "cpu":
-        return
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise CommandError(f"--device {text}: no CUDA device is available to this torch; use --device cpu")
-        if device.index is not None and device.index >= count:
-            raise CommandError(f"--device {text}: there are {count} CUDA device(s), numbered from 0")
-        return
-    if device.type == "mps" and torch.backends.mps.is_available():
-        return
-    raise CommandError(f"--device {text}: not available here; use cpu or cuda")
 
 
 def cmd_align(args) -> int:
@@ -259,6 +171,10 @@ def cmd_align(args) -> int:
     anchors = read_anchors(args.anchors, files) if args.anchors else []
     if not spec.available:  # imports the method's module: after the cheap checks of the files
         raise CommandError(f"method {args.method!r} is not available in this installation")
+    _check_option_types(spec.load(), options)
+    for f, path in zip(files, args.views):
+        if f.n_samples < 2:
+            raise CommandError(f"view file {path}: {f.n_samples} row; aligning needs at least 2 rows in every view")
     views = Views({f.name: f.data for f in files})
     problem = AlignmentProblem(views.standardised() if args.standardise else views, anchors=anchors)
     sizes = " + ".join(f"{f.n_samples}" for f in files)
@@ -288,7 +204,10 @@ def cmd_align(args) -> int:
                 os.replace(staging / figure.name, figure)
     for (a, b), al in result.alignments.items():
         has_probs = al.probabilities is not None and len(al) > 0
-        conf = f", mean confidence {np.mean(al.probabilities):.3f}" if has_probs else ""
+        calibration = al.info.get("calibration", {})
+        note = " (uncalibrated)" if calibration and not calibration["calibrated"] else \
+            " (near chance: no signal between the views)" if calibration and not calibration["signal"] else ""
+        conf = f", mean confidence {np.mean(al.probabilities):.3f}{note}" if has_probs else ""
         _say(f"{a} <-> {b}: {len(al)} matched, {al.unmatched_a.size} of {a} and {al.unmatched_b.size} of {b} "
              f"left unmatched, {len(problem.anchors_between(a, b, implied=True))} anchors kept{conf}")
     _say(f"wrote {args.out}" + (f" and {args.embedding}" if args.embedding else "")
@@ -307,7 +226,8 @@ def _add_compare(sub) -> None:
             Run alignment methods on a dataset at several anchor fractions and seeds and print the
             table (accuracy, Kendall-tau distance, top-1/top-10, FOSCTTM, calibration, seconds).
             Shipped datasets: see --list-datasets. Your own data: give 2+ view files whose rows are
-            paired (row i of each file is the same thing; the pairing is the truth the metrics use).
+            paired (by row name when every file has row names, else row i of each file is the same
+            thing; the pairing is the truth the metrics use).
             Writes CSV (every run), a Markdown summary and one figure per dataset to --out."""))
     p.add_argument("files", nargs="*", metavar="VIEW", help="paired view files (instead of --dataset)")
     p.add_argument("--dataset", nargs="+", metavar="NAME", help="shipped dataset(s)")
@@ -323,37 +243,10 @@ def _add_compare(sub) -> None:
     p.set_defaults(run=cmd_compare)
 
 
-def add_grid_options(p) -> None:
-    """--jobs, --backend, --scheduler, --cache: how a comparison grid runs (also experiments/compare.py)."""
-    p.add_argument("--jobs", type=int, default=1, help="runs in parallel (default 1; -1: every core, or every "
-                   "Dask worker); every run is seeded, so the table does not depend on it")
-    p.add_argument("--backend", choices=("loky", "dask"), default="loky",
-                   help="loky: processes on this machine (default); dask: a Dask distributed cluster")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.1:8786 "
-                   "(with --backend dask)")
-    p.add_argument("--cache", metavar="DIR", help="keep every finished run in DIR (one JSON file each) and "
-                   "reuse them: an interrupted or extended comparison redoes no finished run")
-
-
-def check_grid_options(args) -> None:
-    """Refuse, before a run of minutes, grid options that cannot work."""
-    if args.jobs == 0 or args.jobs < -1:
-        raise CommandError(f"--jobs must be a positive number or -1, got {args.jobs}")
-    if args.scheduler and args.backend != "dask":
-        raise CommandError("--scheduler is the Dask scheduler's address; add --backend dask")
-    if args.backend == "dask":
-        if importlib.util.find_spec("distributed") is None:
-            raise CommandError("--backend dask needs dask distributed: pip install 'bayesalign[dask]'")
-        if not args.scheduler:
-            raise CommandError("--backend dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.1:8786)")
-    if args.cache:
-        _check_writable_folder("--cache", args.cache, Path(args.cache))
-
-
 def cmd_compare(args) -> int:
     from . import compare
     from .data import AlignmentProblem, Views
-    from .io import read_view
+    from .io import paired_rows, read_view
 
     if args.list_datasets:
         for name, doc in compare.dataset_summaries().items():
@@ -367,10 +260,11 @@ def cmd_compare(args) -> int:
         if len(args.files) < 2:
             raise CommandError("compare needs at least two view files")
         files = [read_view(path, name) for path, name in zip(args.files, _view_names(args.files, None))]
-        sizes = {f.name: f.n_samples for f in files}
-        if len(set(sizes.values())) != 1:
-            raise CommandError(f"compare needs paired files (the same number of rows); got {sizes}")
-        problems = {"files": AlignmentProblem.paired(Views({f.name: f.data for f in files}), name="files")}
+        arrays, how = paired_rows(files)
+        if how == "name":
+            _say(f"rows paired by their names (the order of {files[0].path})")
+        problems = {"files": AlignmentProblem.paired(Views({f.name: x for f, x in zip(files, arrays)}),
+                                                     name="files")}
     else:
         problems = {name: name for name in args.dataset}
         for name in args.dataset:
@@ -456,7 +350,7 @@ def _add_demo(sub) -> None:
                        "against anchors and a reliability diagram of the match probabilities to --out.")
     p.add_argument("--dataset", choices=("mocap", "digits"), default="mocap", help="default mocap")
     p.add_argument("--out", default="bayesalign-demo", help="output folder (default ./bayesalign-demo)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0, help="random seed, a non-negative integer (default 0)")
     p.add_argument("--device", default=None, help="torch device for MAD, e.g. cuda")
     p.set_defaults(run=cmd_demo)
 
@@ -490,7 +384,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 an error the user can act on)."""
+    """Run the command line; returns the exit status (0 ok, 2 an error the user can act on, 130 Ctrl-C)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the modules are imported or the parser is built
+        _say("bayesalign: interrupted; no output written")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from .io import InputError
     from .registry import UnknownMethodError
 
@@ -585,11 +487,6 @@ def _warning_line(command: str):
         _say(f"bayesalign {command}: warning: {_one_line(message)} ({category.__name__})")
 
     return show
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return " ".join(text.split()) or type(exc).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

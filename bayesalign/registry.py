@@ -270,7 +270,21 @@ def run_method(name: str, problem: AlignmentProblem, *, pairs: Sequence[tuple[st
     if spec.kind == "embedding":
         model = _embedding_model(spec, latent_dim, seed, device, progress, options).fit(problem)
         embedding = model.embedding_
-        alignments = {(a, b): match(embedding, problem, a, b, cost_limit=cost_limit, method=name) for a, b in pairs}
+        from sklearn.base import clone
+
+        from .matching.calibration import calibrated_match
+        from .spectral import SpectralAlignment
+
+        if isinstance(model, SpectralAlignment):  # probabilities fitted on anchors held out of refits
+            def refit(fold_problem, model=model):
+                return clone(model).fit(fold_problem).embedding_
+
+            alignments = {(a, b): calibrated_match(refit, embedding, problem, a, b, cost_limit=cost_limit,
+                                                   method=name, seed=seed if isinstance(seed, int) else 0)
+                          for a, b in pairs}
+        else:
+            alignments = {(a, b): match(embedding, problem, a, b, cost_limit=cost_limit, method=name)
+                          for a, b in pairs}
     elif spec.kind == "coupling":
         model = _embedding_model(spec, latent_dim, seed, device, progress, options).fit(problem)
         embedding = model.embedding_

@@ -281,7 +281,7 @@ def test_compare_files_must_be_paired(tmp_path, capsys):
     write_view(tmp_path / "a.csv", a)
     write_view(tmp_path / "b.csv", b[:39])
     err = bad(["compare", tmp_path / "a.csv", tmp_path / "b.csv", "--methods", SPECTRAL[0]], capsys)
-    assert "compare needs paired files (the same number of rows); got {'a': 40, 'b': 39}" in err
+    assert "paired files need the same number of rows (or row names in every file); got {'a': 40, 'b': 39}" in err
 
 
 def test_bad_option_and_names(files, capsys):
@@ -685,3 +685,54 @@ def test_every_command_s_help_prints_without_escapes_or_placeholders():
             sub.print_help()
         assert text.getvalue().strip(), name
         assert "%%" not in text.getvalue() and "%(" not in text.getvalue(), name
+
+
+def test_compare_pairs_files_by_row_name(tmp_path, capsys):
+    # the same named rows in another order: the metrics must be those of the files in one order
+    a, b = curve(40)
+    names = [f"r{i}" for i in range(40)]
+    order = np.random.default_rng(1).permutation(40)
+    write_view(tmp_path / "a.csv", a, row_names=names)
+    write_view(tmp_path / "b.csv", b[order], row_names=[names[i] for i in order])
+    write_view(tmp_path / "b_sorted.csv", b, row_names=names)
+    accuracies = []
+    for other in ("b.csv", "b_sorted.csv"):
+        code, _, err = run(["compare", tmp_path / "a.csv", tmp_path / other, "--methods", SPECTRAL[0],
+                            "--anchors", 0.25, "--seeds", 1, "--out", tmp_path / other.split(".")[0]], capsys)
+        assert code == 0, err
+        assert "rows paired by their names" in err
+        runs = pd.read_csv(tmp_path / other.split(".")[0] / "comparison_runs.csv")
+        accuracies.append(float(runs["accuracy"].iloc[0]))
+    assert accuracies[0] == pytest.approx(accuracies[1], abs=1e-12)  # the same problem, the same seeded fit
+
+
+def test_rough_edges_name_the_argument(files, capsys, monkeypatch):
+    folder, _, _ = files
+    common = ["align", folder / "a.csv", folder / "b.npy", "--anchors", folder / "pairs.csv", "--out",
+              folder / "m.csv"]
+    code, _, err = run([*common, "--seed", "-1"], capsys)
+    assert code == 2 and "argument --seed: expected a non-negative integer, got -1" in err
+    if METHODS["mad"].available:
+        assert "--set max_iter=abc: max_iter takes a number" in bad([*common, "--method", "mad", "--set",
+                                                                     "max_iter=abc"], capsys)
+    write_view(folder / "one.csv", np.zeros((1, 3)))
+    one = ["align", folder / "one.csv", folder / "b.npy", "--anchors", folder / "none.csv", "--out", folder / "m.csv"]
+    (folder / "none.csv").write_text("0,0\n")
+    assert f"view file {folder / 'one.csv'}: 1 row" in bad(one, capsys)
+    (folder / "dir.csv").mkdir()
+    assert "not a file" in bad([*common[:4], folder / "dir.csv", *common[5:]], capsys)
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("bayesalign.io.views._open_text", denied)
+    assert "a.csv: cannot be read (Permission denied)" in bad(common, capsys)
+
+
+def test_ctrl_c_while_the_modules_load_exits_130_without_traceback(capsys, monkeypatch):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    code, _, err = run(["align", "--list-methods"], capsys)
+    assert code == 130 and "Traceback" not in err and "interrupted" in err

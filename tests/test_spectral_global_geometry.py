@@ -119,3 +119,19 @@ def test_global_geometry_bad_input():
     dup = AlignmentProblem({"a": Xd, "b": Xd @ rotation(2, 1)}, anchors=Correspondence.identity(25, ("a", "b")))
     emb = GlobalGeometryAlignment(n_neighbors=4, level="instance").fit(dup).embedding_
     assert np.isfinite(emb["a"]).all() and paired_foscttm(emb["a"][:20], emb["b"][:20]) < 0.05
+
+
+@pytest.mark.parametrize("scale", [1e8, 1e-8])
+def test_global_geometry_is_invariant_to_the_units_of_a_view(scale):
+    # Scaling view b by c scales its distances by c, its rescale factor by 1/c and its projection by 1/c:
+    # the latent coordinates of every row are the same up to round-off of the generalized eigensolve.
+    rng = np.random.default_rng(3)
+    t = np.sort(rng.uniform(0, 3, 60))
+    Xa = np.c_[t, np.sin(t), 0.1 * rng.normal(size=60)]
+    Xb = np.c_[np.cos(t), t ** 2, 0.1 * rng.normal(size=60)] @ rotation(3, 1)
+    anchors = Correspondence.from_pairs([(i, i) for i in range(0, 60, 4)], ("a", "b"))
+    fits = [GlobalGeometryAlignment(n_components=2, n_neighbors=6).fit(
+        AlignmentProblem({"a": Xa, "b": c * Xb}, anchors=anchors)).embedding_ for c in (1.0, scale)]
+    for v in ("a", "b"):
+        # relative 1e-6: eigh's error on a problem whose blocks differ by c**2 in magnitude
+        np.testing.assert_allclose(fits[1][v], fits[0][v], rtol=0, atol=1e-6 * np.abs(fits[0][v]).max())

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._utils import as_rng
-from .views import _index_array
+from .views import InputTypeError, _has_bool, _index_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +68,9 @@ class Correspondence:
     @classmethod
     def from_pairs(cls, pairs, views=("view0", "view1"), weights=None) -> Correspondence:
         """From a sequence of ``(i, j)`` pairs or an array of shape (k, 2)."""
+        if _has_bool(pairs):
+            raise InputTypeError(f"pairs {tuple(views)}: row indices must be integers, got a bool (True / False is "
+                                 "no row index)")
         pairs = np.asarray(pairs)
         if pairs.size == 0:
             return cls(tuple(views), np.zeros(0, np.int64), np.zeros(0, np.int64))

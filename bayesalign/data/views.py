@@ -13,8 +13,22 @@ class InputTypeError(ValueError, TypeError):
     both a ValueError and an IndexError), so that either ``except`` catches it."""
 
 
+def _has_bool(values) -> bool:
+    """Whether a list (or nested list) of row indices holds a bool, which numpy would silently make 0 or 1."""
+    if isinstance(values, np.ndarray):
+        return values.dtype == bool
+    if isinstance(values, (bool, np.bool_)):
+        return True
+    return isinstance(values, (list, tuple)) and any(_has_bool(v) for v in values)
+
+
 def _index_array(values, what: str) -> np.ndarray:
+    if _has_bool(values):
+        raise InputTypeError(f"{what}: row indices must be integers, got a bool (True / False is no row index; "
+                             "for a mask use numpy.flatnonzero)")
     array = np.asarray(values)
+    if array.dtype.kind in "mM":  # numpy counts timedelta64 among the integers
+        raise InputTypeError(f"{what}: row indices must be integers, got dtype {array.dtype}")
     if array.size == 0:
         return np.zeros(0, dtype=np.int64)
     if array.ndim != 1:
@@ -80,7 +94,8 @@ def check_view(data, name: str = "view", *, min_rows: int = 1, allow_missing: bo
         array = np.asarray(data)
     except Exception as exc:  # ragged nested lists and the like
         raise InputTypeError(f"view {name!r}: cannot be read as a numeric array ({exc})") from None
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+    if array.dtype == object or array.dtype.kind in "mM" or not (np.issubdtype(array.dtype, np.number)
+                                                                  or array.dtype == bool):  # timedelta64 too
         raise InputTypeError(f"view {name!r}: expected numeric data, got dtype {array.dtype}")
     if np.iscomplexobj(array):
         raise InputTypeError(f"view {name!r}: complex data are not supported")

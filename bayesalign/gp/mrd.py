@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..data import AlignmentProblem, Views
 from ._model import LatentGPBase, as_paired_views, as_views
 from .model_file import register_model_class
 
@@ -244,6 +245,9 @@ class MRD(LatentGPBase):
             entities, whose KL replaces N(0, I)'s in the bound. It is data (its size is the number of
             entities), so it is given here rather than to the constructor.
         """
+        complete = views.views if isinstance(views, AlignmentProblem) else views
+        if isinstance(complete, Views):  # only the stochastic engine models missing entries
+            complete.check_complete(type(self).__name__)
         if observed is None and n_entities is None:
             names, arrays = as_paired_views(views)
         else:

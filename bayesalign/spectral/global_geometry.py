@@ -197,8 +197,10 @@ class GlobalGeometryAlignment(SpectralAlignment):
         With more than two views, the factors are chained along the anchored pairs
         (breadth-first from the first view).
     reg : float
-        Ridge ``reg * mean(diag(Z Z'))`` added to ``Z Z'`` (feature level), so that collinear
-        features or more features than rows stay well posed.
+        Ridge added to ``Z Z'`` (feature level), one per view in that view's units,
+        ``reg * mean(diag(X_v' X_v))`` on view v's block, so that collinear features or more
+        features than rows stay well posed; with ``rescale=True`` the fit is then invariant to
+        the units of each view (scaling a view scales its projection inversely).
     connect_components : bool
         Join a view's disconnected k-NN graph by its shortest edges
         (:func:`bayesalign.graph.connect_components`); otherwise a disconnected view is an error
@@ -374,9 +376,12 @@ class GlobalGeometryAlignment(SpectralAlignment):
             ZZt[feat[a], feat[a]] = Xa.T @ Xa
             for b in names:
                 ZGZt[feat[a], feat[b]] = Xa.T @ gram_psd[slices[a], slices[b]] @ centred[b]
-        ridge = self.reg * max(float(np.mean(np.diag(ZZt))), np.finfo(float).tiny)
+        # one ridge per view, in that view's units (reg times the mean of diag(X_v' X_v)): a ridge shared by
+        # all views would take the unit of the largest view and swamp the others' blocks
+        ridge = np.concatenate([np.full(views.n_features[v], self.reg * max(float(np.mean(np.diag(
+            ZZt[feat[v], feat[v]]))), np.finfo(float).tiny)) for v in names])  # [P]
         try:
-            values, gamma = scipy.linalg.eigh(0.5 * (ZGZt + ZGZt.T), ZZt + ridge * np.eye(P_total),
+            values, gamma = scipy.linalg.eigh(0.5 * (ZGZt + ZGZt.T), ZZt + np.diag(ridge),
                                               subset_by_index=[P_total - d, P_total - 1])
         except np.linalg.LinAlgError as exc:
             raise ValueError(f"Z Z' is not positive definite ({exc}); a view has constant or collinear "
@@ -388,7 +393,9 @@ class GlobalGeometryAlignment(SpectralAlignment):
             raise ValueError("the leading generalized eigenvalues are not positive: the views carry no "
                              "variance that matches tau(D)")
         gamma = gamma * np.sqrt(k)
-        gamma = gamma * np.sign(gamma[np.argmax(np.abs(gamma), axis=0), np.arange(d)])
+        stacked = np.vstack([centred[v] @ gamma[feat[v]] for v in names])  # [N, d]
+        # signs from the coordinates (unit-free), not from the projections (in each view's units)
+        gamma = gamma * np.sign(stacked[np.argmax(np.abs(stacked), axis=0), np.arange(d)])
         projections = {v: gamma[feat[v]] for v in names}  # alpha, beta  [p_v, d]
         means = {v: centred[v] @ projections[v] for v in names}
         info.update(eigenvalues=values, k=k, level="feature")
