@@ -22,7 +22,7 @@ from . import anchors as anchor_pairs
 from . import refinement, self_training, streaming, training, zero_anchor
 from .calibration import MIN_CALIBRATION_PAIRS
 from .posteriors import AnchorPool, MatchPosteriors, PosteriorAligner
-from .training import MIN_ANCHORS
+from .training import MIN_ANCHORS, MIN_RESOLUTION
 
 __all__ = ["ENGINES", "MAD", "MIN_ANCHORS", "MIN_RESOLUTION", "TRAININGS"]
 
@@ -30,9 +30,28 @@ __all__ = ["ENGINES", "MAD", "MIN_ANCHORS", "MIN_RESOLUTION", "TRAININGS"]
 TRAININGS = ("anchors", "all_rows")
 #: The inference engine: the exact collapsed bound (L-BFGS), or Pyro SVI with minibatches (all rows only).
 ENGINES = ("collapsed", "svi")
-#: A view resolves a latent dimension when its resolution (:attr:`bayesalign.gp.MRD.resolution_`: squared noise
-#: standard deviations per latent standard deviation) exceeds this: its outputs move by more than their noise.
-MIN_RESOLUTION = 1.0
+
+
+def _anchor_groups(problem, engine: str) -> np.ndarray:
+    """The anchor groups (G, V) of a valid problem; raises on bad anchors or views MAD cannot fit."""
+    if not isinstance(problem, AlignmentProblem):
+        raise TypeError(f"MAD.fit expects an AlignmentProblem, got {type(problem).__name__}")
+    groups = problem.anchor_groups()
+    given = sum(len(corr) for corr in problem.anchors.values())  # an empty Correspondence is no anchor
+    if given and len(groups) < MIN_ANCHORS:
+        raise ValueError(f"MAD needs at least {MIN_ANCHORS} anchors present in every view to fit MRD, got "
+                         f"{len(groups)}; with no anchors at all it bootstraps them without supervision")
+    if len(groups) == 0 and len(problem.views) != 2:
+        raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
+                         f"{len(problem.views)} views and no anchors")
+    for k, view in enumerate(problem.views.names):
+        n = problem.views.n_samples[view]
+        if np.unique(groups[:, k]).size >= n:
+            raise ValueError(f"view {view!r} has no unaligned rows: all its {n} rows are anchors, so nothing is "
+                             "left to align")
+    if any(problem.views.n_missing.values()) and engine != "svi":
+        problem.views.check_complete(f"MAD(engine={engine!r})")
+    return groups
 
 
 class MAD(PosteriorAligner, BaseEstimator):
@@ -164,27 +183,6 @@ class MAD(PosteriorAligner, BaseEstimator):
             raise ValueError(f"engine_options has no {estimator.__name__} parameter {unknown}; "
                              f"{estimator.__name__} takes {estimator._get_param_names()}")
 
-    def _check_problem(self, problem) -> np.ndarray:
-        """The anchor groups (G, V) of a valid problem; raises on bad anchors or views MAD cannot fit."""
-        if not isinstance(problem, AlignmentProblem):
-            raise TypeError(f"MAD.fit expects an AlignmentProblem, got {type(problem).__name__}")
-        groups = problem.anchor_groups()
-        given = sum(len(corr) for corr in problem.anchors.values())  # an empty Correspondence is no anchor
-        if given and len(groups) < MIN_ANCHORS:
-            raise ValueError(f"MAD needs at least {MIN_ANCHORS} anchors present in every view to fit MRD, got "
-                             f"{len(groups)}; with no anchors at all it bootstraps them without supervision")
-        if len(groups) == 0 and len(problem.views) != 2:
-            raise ValueError(f"MAD without anchors bootstraps pairs between two views; this problem has "
-                             f"{len(problem.views)} views and no anchors")
-        for k, view in enumerate(problem.views.names):
-            n = problem.views.n_samples[view]
-            if np.unique(groups[:, k]).size >= n:
-                raise ValueError(f"view {view!r} has no unaligned rows: all its {n} rows are anchors, so nothing is "
-                                 "left to align")
-        if any(problem.views.n_missing.values()) and self.engine != "svi":
-            problem.views.check_complete(f"MAD(engine={self.engine!r})")
-        return groups
-
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, problem: AlignmentProblem, y=None) -> MAD:
         """Fit the model on ``problem`` (views, anchors; the truth is only reported) and its posteriors.
@@ -194,7 +192,7 @@ class MAD(PosteriorAligner, BaseEstimator):
         unsupervised candidates' fits, each self-trained, the best supported kept (:mod:`bayesalign.mad.zero_anchor`).
         """
         self._check_params()
-        groups = self._check_problem(problem)
+        groups = _anchor_groups(problem, self.engine)
         self.problem_ = problem
         self.anchors_ = groups
         self.discovered_, self.bootstrap_ = {}, None
@@ -235,7 +233,7 @@ class MAD(PosteriorAligner, BaseEstimator):
         self.relevance_ = self.model_.relevance_
         self.resolution_ = self.model_.resolution_
         self._set_shared_dims()
-        self.embedding_ = self._embedding()
+        self.embedding_ = training.embedding(self)
         self.timings_["total_seconds"] = time.perf_counter() - start
         self.misfit_, self.calibration_ = {}, {}
         self._calibration_potentials, self._anchor_cache, self._stream = {}, {}, {}
@@ -264,31 +262,6 @@ class MAD(PosteriorAligner, BaseEstimator):
                 warnings.warn(f"MAD: views {a!r} and {b!r} share no latent dimension (resolution above "
                               f"{MIN_RESOLUTION} in both); the fit found nothing in common, and align() between them "
                               "refuses rather than returning a random matching", RuntimeWarning, stacklevel=4)
-
-    def _embedding(self) -> LatentEmbedding:
-        """Every row's latent coordinates: anchor rows q(x) of their group, the others their posteriors."""
-        names = self.problem_.views.names
-        info = {"relevance": {v: np.asarray(r).tolist() for v, r in self.relevance_.items()},
-                "resolution": {v: np.asarray(r).tolist() for v, r in self.resolution_.items()},
-                "min_resolution": MIN_RESOLUTION}
-        shared = self.shared_dims_[tuple(names[:2])]
-        if self.entities_ is not None:  # all rows: each row's entity
-            mean, var = training.entity_posteriors(self.model_)
-            rows = self.entities_[1]
-            return LatentEmbedding({v: np.asarray(mean[rows[v]]) for v in names},
-                                   {v: np.asarray(var[rows[v]]) for v in names}, shared_dims=shared, method="mad",
-                                   info=info)
-        latent = self.model_.latent_
-        group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
-        group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
-        means, variances = {}, {}
-        for k, view in enumerate(names):
-            n, q = self.problem_.views.n_samples[view], group_mean.shape[1]
-            means[view], variances[view] = np.zeros((n, q)), np.zeros((n, q))  # [n_v, Q]
-            means[view][self.anchors_[:, k]], variances[view][self.anchors_[:, k]] = group_mean, group_var
-            rows, mean, var = self.posteriors_[view]
-            means[view][rows], variances[view][rows] = mean, var
-        return LatentEmbedding(means, variances, shared_dims=shared, method="mad", info=info)
 
     def _report_convergence(self) -> None:
         """One ConvergenceWarning when the kept model stopped before its stopping rule."""

@@ -23,13 +23,16 @@ import warnings
 
 import numpy as np
 
-from ..data import AlignmentProblem, Correspondence, Views
+from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
 
-__all__ = ["INFER_MAX_ITER", "MIN_ANCHORS", "N_NEIGHBORS", "STARTS", "entity_prior", "fit_all_rows", "fit_anchors_only",
-           "mean_filled"]
+__all__ = ["INFER_MAX_ITER", "MIN_ANCHORS", "MIN_RESOLUTION", "N_NEIGHBORS", "STARTS", "embedding", "entity_prior",
+           "fit_all_rows", "fit_anchors_only", "mean_filled"]
 
 #: MRD needs a few paired rows to estimate a latent space and its relevance weights.
 MIN_ANCHORS = 3
+#: A view resolves a latent dimension when its resolution (:attr:`bayesalign.gp.MRD.resolution_`: squared noise
+#: standard deviations per latent standard deviation) exceeds this: its outputs move by more than their noise.
+MIN_RESOLUTION = 1.0
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
 #: Inducing inputs each start races with (the kept one then grows to ``num_inducing``).
@@ -229,3 +232,29 @@ def fit_all_rows(mad, problem: AlignmentProblem, views: Views, groups: np.ndarra
         out["posteriors_"][view] = (free, np.asarray(mean[rows[view][free]], np.float64),
                                     np.asarray(var[rows[view][free]], np.float64))
     return out
+
+
+def embedding(mad) -> LatentEmbedding:
+    """Every row's latent coordinates of a fitted MAD: anchor rows q(x) of their group, the others their posteriors."""
+    names = mad.problem_.views.names
+    info = {"relevance": {v: np.asarray(r).tolist() for v, r in mad.relevance_.items()},
+            "resolution": {v: np.asarray(r).tolist() for v, r in mad.resolution_.items()},
+            "min_resolution": MIN_RESOLUTION}
+    shared = mad.shared_dims_[tuple(names[:2])]
+    if mad.entities_ is not None:  # all rows: each row's entity
+        mean, var = entity_posteriors(mad.model_)
+        rows = mad.entities_[1]
+        return LatentEmbedding({v: np.asarray(mean[rows[v]]) for v in names},
+                               {v: np.asarray(var[rows[v]]) for v in names}, shared_dims=shared, method="mad",
+                               info=info)
+    latent = mad.model_.latent_
+    group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
+    group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
+    means, variances = {}, {}
+    for k, view in enumerate(names):
+        n, q = mad.problem_.views.n_samples[view], group_mean.shape[1]
+        means[view], variances[view] = np.zeros((n, q)), np.zeros((n, q))  # [n_v, Q]
+        means[view][mad.anchors_[:, k]], variances[view][mad.anchors_[:, k]] = group_mean, group_var
+        rows, mean, var = mad.posteriors_[view]
+        means[view][rows], variances[view][rows] = mean, var
+    return LatentEmbedding(means, variances, shared_dims=shared, method="mad", info=info)
