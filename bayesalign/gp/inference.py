@@ -49,7 +49,7 @@ from torch.autograd.function import once_differentiable
 
 from ._optim import NonFiniteBoundError
 from .bound import per_point_bound
-from .functions.rbf_psi2 import pair_features, pairs_of_gradient, psi2_coefficients
+from .functions.rbf_psi import pair_features, pairs_of_gradient, psi2_coefficients
 from .kernels import _kernel_terms, _rbf_parts
 from .psi import psi_statistics, rbf_psi1
 
@@ -271,15 +271,15 @@ def minimize_rows(fun: Callable, x0: torch.Tensor, *, precondition: Callable | N
 class _RBFPsi2Trace(torch.autograd.Function):
     r"""``tr(G psi2_n)`` [n] of the RBF kernel for every row n, in cache-sized blocks of rows.
 
-    With the exponent of :mod:`bayesalign.gp.functions.rbf_psi2`, linear in the row's coefficients,
+    With the exponent of :mod:`bayesalign.gp.functions.rbf_psi`, linear in the row's coefficients,
     :math:`\psi_{2,n}[p] = \exp(K_n \cdot F_p)` over the pairs p = (m <= k), and a symmetric G
-    with pair weights :math:`\tilde G` (:func:`~bayesalign.gp.functions.rbf_psi2.pairs_of_gradient`),
+    with pair weights :math:`\tilde G` (:func:`~bayesalign.gp.functions.rbf_psi.pairs_of_gradient`),
     the trace :math:`T_n = \sum_p \tilde G_p \exp(K_n \cdot F_p)` has :math:`\partial T_n / \partial K_n
     = \sum_p \tilde G_p \exp(K_n \cdot F_p) F_p`: the forward computes it in the same pass over the
     block (inference always needs the gradient) and the backward only scales it. Memory: the per-row
     derivatives, linear in n, and one [P, block] work buffer.
 
-    Inputs: K [n, F] (:func:`~bayesalign.gp.functions.rbf_psi2.psi2_coefficients`), the pair features
+    Inputs: K [n, F] (:func:`~bayesalign.gp.functions.rbf_psi.psi2_coefficients`), the pair features
     [P, F], the pair weights of G and of |G| [P], block (rows per block). Outputs: the traces [n] and,
     not differentiable, :math:`\sum_{mk} |G_{mk}| \psi_{2,n}[m, k]` [n], the scale of their round-off.
     """
