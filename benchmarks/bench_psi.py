@@ -5,6 +5,13 @@ computation (values + ``update_gradients_expectations`` / ``gradients_Z_expectat
 ``gradients_qX_expectations``), single-threaded, side by side; then CUDA when available.
 The gradients of the three are cross-checked before timing.
 
+Then the whole collapsed bound + gradient of one view (D=100 outputs, kernel ``rbf+bias+white``, the
+default): the model's evaluation (``LatentGPModule.evaluate_with_gradient``, the RBF Function inside)
+against the same bound with the plain-torch psi-statistics, and GPy's ``BayesianGPLVM`` on the same data,
+interleaved round by round; the bounds are printed beside each other (ours equal to GPy's to round-off
+for the same parameters is tested in tests/test_mrd.py). This is the workload on which a custom Function
+must pay at least 1.5x to stay.
+
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_psi.py [--n 2000 --m 100 --q 10]
 """
 
@@ -14,6 +21,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -108,12 +116,68 @@ def max_rel_diff(a, b):
     return max(float(np.abs(x - y).max() / max(1e-300, np.abs(y).max())) for x, y in zip(a, b))
 
 
+def bound_paths(N, M, Q, D=100, repeats=5, seed=0):
+    """Seconds (CPU, best of ``repeats``) of one bound + gradient of one view per path (module docstring)."""
+    from bayesalign.gp.bound import collapsed_bound
+    from bayesalign.gp.module import LatentGPModule
+
+    rng = np.random.default_rng(seed)
+    Y = rng.normal(size=(N, D))
+    Y -= Y.mean(0)
+    mu, S, Z = rng.normal(size=(N, Q)), rng.uniform(0.05, 0.5, size=(N, Q)), rng.normal(size=(M, Q))
+    t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
+    kernel = make_kernel("rbf+bias+white", Q)
+    module = LatentGPModule([t(Y)], t(mu), t(S), t(Z[None]), [kernel], t([0.1]), t([1e-6]), 1e-6)
+
+    def plain():
+        for p in module.parameters():
+            p.grad = None
+        S_ = module.q_variance
+        stats = psi_statistics(kernel, module.q_mean, S_, module.inducing(0), fast=False)
+        bound = collapsed_bound(module.outputs(0), module.noise[0], module.kuu(0), *stats) - module.kl(S_)
+        (-bound).backward()
+        return bound.item()
+
+    runs = {"bayesalign (RBF Function)": module.evaluate_with_gradient, "bayesalign (plain torch psi)": plain}
+    try:
+        import GPy
+
+        gm = GPy.models.BayesianGPLVM(Y, Q, X=mu.copy(), X_variance=S.copy(), Z=Z.copy(), num_inducing=M,
+                                      kernel=GPy.kern.RBF(Q, ARD=True) + GPy.kern.Bias(Q) + GPy.kern.White(Q))
+        gm.kern.parts[1].variance = 1e-2  # make_kernel's bias and white variances, and our noise
+        gm.kern.parts[2].variance = 1e-6
+        gm.likelihood.variance = 0.1
+        x = gm.optimizer_array.copy()
+        step = [0]
+
+        def gpy():
+            step[0] += 1
+            return -gm._objective_grads(x + 1e-12 * step[0])[0]
+
+        runs["GPy BayesianGPLVM"] = gpy
+    except ImportError:
+        print("GPy not installed: skipped")
+    values = {name: run() for name, run in runs.items()}
+    best = {name: math.inf for name in runs}
+    for _ in range(repeats):  # interleaved, so that every path sees the same machine load
+        for name, run in runs.items():
+            cpu = time.process_time()
+            run()
+            best[name] = min(best[name], time.process_time() - cpu)
+    print(f"collapsed bound + gradient, one view, N={N} M={M} Q={Q} D={D}, rbf+bias+white, 1 thread, "
+          f"CPU s, best of {repeats} (the same parameters; Kuu's jitter differs)")
+    fused = best["bayesalign (RBF Function)"]
+    for name, seconds in best.items():
+        print(f"  {name:30s} bound {values[name]:16.6f} {seconds:8.3f} s   this/RBF Function {seconds / fused:5.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--m", type=int, default=100)
     parser.add_argument("--q", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--skip-bound", action="store_true", help="skip the bound + gradient per path")
     args = parser.parse_args()
     torch.set_num_threads(1)
     problem = make_problem(args.n, args.m, args.q)
@@ -159,6 +223,8 @@ def main():
                 print(f"{name:>10s} {str(dtype)[6:]:>8s} cuda {wall:8.4f} s wall, gradients rel. diff {err:.1e}")
     else:
         print("cuda: not available, skipped")
+    if not args.skip_bound:
+        bound_paths(args.n, args.m, args.q, repeats=args.repeats)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ import scipy.optimize
 import torch
 
 from bayesalign.gp import MRD, inference
-from bayesalign.gp._optim import NonFiniteBoundError
+from bayesalign.gp._optim import NonFiniteBoundError, minimize_rows
 from bayesalign.gp.bound import per_point_bound
-from bayesalign.gp.inference import infer_latent, minimize_rows
+from bayesalign.gp.inference import infer_latent
 from bayesalign.gp.kernels import make_kernel
 from bayesalign.gp.psi import psi_statistics
 

@@ -419,13 +419,13 @@ def test_lbfgs_memory_reaches_the_optimiser_and_is_validated(monkeypatch):
     from bayesalign.gp import MRD, _optim
 
     seen = []
-    run = _optim._run_lbfgs
+    run = _optim.minimize_rows
 
-    def spy(evaluate, flat, max_evals, tol, memory, scale):
+    def spy(*args, memory, **kwargs):
         seen.append(memory)
-        return run(evaluate, flat, max_evals, tol, memory, scale)
+        return run(*args, memory=memory, **kwargs)
 
-    monkeypatch.setattr(_optim, "_run_lbfgs", spy)
+    monkeypatch.setattr(_optim, "minimize_rows", spy)
     rng = np.random.default_rng(0)
     views = {"a": rng.normal(size=(20, 3)), "b": rng.normal(size=(20, 2))}
     MRD(latent_dim=2, num_inducing=5, max_iter=10, warmup_iters=4, lbfgs_memory=7, progress=False, seed=0).fit(views)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from gpytorch.kernels import AdditiveKernel, LinearKernel, RBFKernel, RQKernel, ScaleKernel
 
-from bayesalign.gp.functions.rbf_psi2 import RBFPsi2Sum, rbf_psi2
+from bayesalign.gp.functions.rbf_psi import rbf_psi_statistics
 from bayesalign.gp.kernels import WhiteKernel, ard_relevance, make_kernel
 from bayesalign.gp.psi import psi_statistics, supports_analytic
 
@@ -199,17 +199,19 @@ def test_gradcheck_fast_path():
     assert torch.autograd.gradcheck(f, (mu, S, Z, *params), eps=1e-6, atol=1e-7)
 
 
-def test_gradcheck_custom_function():
+def test_gradcheck_custom_function_with_an_ignored_dimension():
+    """The RBF Function in its precisions, one of them 0 (a dimension outside the term's active_dims)."""
     g = torch.Generator().manual_seed(3)
-    Q = 2
-    bmu2 = torch.randn(5, Q, generator=g, dtype=DT)
-    neg_b = -torch.rand(5, Q, generator=g, dtype=DT)
-    c = torch.randn(5, 1, generator=g, dtype=DT)
-    K = torch.cat([bmu2, neg_b, c, torch.ones_like(c)], 1).requires_grad_()  # [2 b mu, -b, c, 1]
-    Z = torch.randn(3, Q, generator=g, dtype=DT).requires_grad_()
-    precision = torch.rand(Q, generator=g, dtype=DT).requires_grad_()
-    # chunk of 2 points: the backward recomputes three chunks, the last one partial
-    assert torch.autograd.gradcheck(lambda *a: RBFPsi2Sum.apply(*a, 2), (K, Z, precision))
+    mu, S, Z = (x.requires_grad_() for x in inputs(N=5, M=3, Q=3, seed=3))
+    variance = t64(0.9).requires_grad_()
+    precision = torch.tensor([0.8, 0.0, 1.7], dtype=DT).requires_grad_()
+    G1, G2 = torch.randn(5, 3, generator=g, dtype=DT), torch.randn(3, 3, generator=g, dtype=DT)
+
+    def f(*args):  # chunks of 2 points: the backward recomputes three chunks, the last one partial
+        _, psi1, psi2 = rbf_psi_statistics(*args, chunk_size=2)
+        return (psi1 * G1).sum() + (psi2 * G2).sum()
+
+    assert torch.autograd.gradcheck(f, (variance, precision, mu, S, Z))
 
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 64])
@@ -222,7 +224,7 @@ def test_fast_path_equals_reference(chunk_size):
     from bayesalign.gp.psi import _rbf_rbf_psi2
 
     ref = _rbf_rbf_psi2(variance, precision, variance, precision, mu, S, Z).sum(0)
-    fast = rbf_psi2(variance, precision, mu, S, Z, chunk_size=chunk_size)
+    fast = rbf_psi_statistics(variance, precision, mu, S, Z, chunk_size=chunk_size)[2]
     torch.testing.assert_close(fast, ref, rtol=0, atol=1e-10)
     wrt = (mu, S, Z, variance, precision)
     grads_ref = torch.autograd.grad((ref * G).sum(), wrt)
@@ -340,7 +342,7 @@ def test_make_kernel_and_white():
 def test_pair_layout_is_the_adjoint_of_the_symmetric_fill():
     """psi2 is computed on the pairs m <= k only: <G, sym(x)> = <pairs_of_gradient(G), x> for any G
     (also non-symmetric), and the fill puts every pair at (m, k) and (k, m)."""
-    from bayesalign.gp.functions.rbf_psi2 import n_pairs, pairs_of_gradient, symmetric_from_pairs
+    from bayesalign.gp.functions.rbf_psi import n_pairs, pairs_of_gradient, symmetric_from_pairs
 
     g = torch.Generator().manual_seed(11)
     M = 6

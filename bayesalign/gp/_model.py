@@ -424,7 +424,7 @@ class LatentGPBase(BaseEstimator):
         module = self.module_
         history = list(self.history_)
         seconds = list(self.history_seconds_)
-        params = [p for name, p in module.named_parameters() if name != "raw_noise"]
+        params = [p for p in module.parameters() if p is not module.raw_noise]
 
         closure = module.evaluate_with_gradient
 

@@ -1,7 +1,8 @@
-"""The fitting loop shared by every model of ``bayesalign.gp``: maximise a bound over torch parameters.
+"""The optimisers of ``bayesalign.gp``: one L-BFGS, and the fitting loop that maximises a bound with it.
 
-L-BFGS on the flattened parameters (in torch, on their device; :func:`_run_lbfgs`) by default, Adam as an
-option. The loop keeps the best parameters seen, so that
+:func:`minimize_rows` is the one L-BFGS: n independent functions at once, each row with its own curvature
+pairs and line search (the inference of new rows' q(x*)); the fit of a model is its one-row case
+(:func:`maximize`, on the flattened parameters), Adam an option. The loop keeps the best parameters, so that
 
 - a NaN or inf in the bound or its gradient stops the fit with the best parameters restored and a
   :class:`NonFiniteBoundError` that says where it happened;
@@ -22,16 +23,19 @@ from dataclasses import dataclass
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
-__all__ = ["NonFiniteBoundError", "OptimResult", "maximize"]
+__all__ = ["NonFiniteBoundError", "OptimResult", "maximize", "minimize_rows"]
 
-#: Consecutive non-finite evaluations L-BFGS may backtrack from before the fit stops with an error.
+#: Consecutive non-finite evaluations :func:`maximize` may backtrack from before the fit stops with an error.
 MAX_NONFINITE_STEPS = 10
 
-#: Trials of one line search (as scipy's L-BFGS-B, ``maxls``) before the memory is dropped.
+#: Trials of one line search (as scipy's L-BFGS-B, ``maxls``) before the row's memory is dropped.
 MAX_LINE_SEARCH = 20
 
-#: Sufficient-decrease constant of the line search (Armijo; L-BFGS-B's line search uses the same 1e-3).
+#: Sufficient-decrease constant of the line search (Armijo, Nocedal & Wright eq. 3.4; L-BFGS-B's is 1e-3).
 LINE_SEARCH_DECREASE = 1e-3
+
+#: Gradient (sup norm) at which a row has converged whatever ``tol`` says (scipy's ``gtol``).
+GRADIENT_TOL = 1e-8
 
 #: Default correction pairs L-BFGS keeps (scipy's ``maxcor``; GPy / scipy default 10); 30 reach GPy's bound
 #: in fewer evaluations on the reference MRD workload (benchmarks/RESULTS.md, "Bayesian core").
@@ -44,6 +48,10 @@ class NonFiniteBoundError(FloatingPointError):
 
 class _Stop(Exception):
     """Internal: the evaluation budget is spent."""
+
+
+class _Interrupted(Exception):
+    """Internal: a KeyboardInterrupt during an evaluation of :func:`maximize` (said once, by maximize)."""
 
 
 @dataclass
@@ -145,9 +153,10 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
         *negative* bound into ``p.grad`` (the loop zeroes the gradients before each call).
     params : sequence of leaf tensors with ``requires_grad=True``
     method : {"lbfgs", "adam"}
-        "lbfgs": L-BFGS in the compact form (:func:`_run_lbfgs`; the parameters are unconstrained
-        raw values); stops when the relative change of the bound per iteration is below ``tol`` or the
-        gradient's largest entry is below 1e-8 (scipy's L-BFGS-B tests, ``ftol`` / ``gtol``).
+        "lbfgs": :func:`minimize_rows` on the one row of all parameters (unconstrained raw values);
+        stops when the relative change of the bound per iteration is below ``tol`` or the gradient's
+        largest entry is below 1e-8 (scipy's L-BFGS-B tests, ``ftol`` / ``gtol``); a line search that
+        finds no decrease even along steepest descent ends it, not converged.
         "adam": torch's Adam with ``learning_rate``; stops when the best bound improved by less than
         ``tol * |bound|`` over the last 100 steps.
     max_evals : int
@@ -197,6 +206,8 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
             value = float(closure())
         except (NanError, NotPSDError):  # a Cholesky of a NaN or indefinite matrix: a non-finite bound
             value = math.nan
+        except KeyboardInterrupt as exc:
+            raise _Interrupted from exc
         grad = flat.gradient()
         # one reduction (and one device sync) for all gradients, not one per parameter
         tracker.record(value, math.isfinite(value) and bool(torch.isfinite(grad).all()))
@@ -213,7 +224,7 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
             raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {method!r}")
     except _Stop:
         message = f"reached {max_evals} evaluations"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         interrupted = True
         message = "interrupted"
         warnings.warn(f"fit interrupted after {tracker.n_evals} evaluations; keeping the best parameters so "
@@ -231,139 +242,39 @@ def maximize(closure: Callable[[], float], params: Sequence[torch.Tensor], *, me
 
 
 def _run_lbfgs(evaluate, flat: torch.Tensor, max_evals, tol, memory=LBFGS_MEMORY, scale=None):
-    r"""L-BFGS on the flat parameter buffer, in torch on its device, in the variables ``flat / scale`` when a
-    diagonal preconditioner ``scale`` [P] is given; returns ``(converged, message)``.
+    """:func:`minimize_rows` on one row, the negative bound, in float64, in the variables ``flat / scale``
+    when a diagonal preconditioner ``scale`` [P] is given; returns ``(converged, message)``.
 
-    The direction is :math:`-H g` with the compact form of the L-BFGS inverse Hessian (Byrd, Nocedal & Schnabel
-    1994, eq. 3.1; scipy's L-BFGS-B uses the same matrix):
-
-    .. math::
-        H = \gamma I + [S\ \ \gamma Y]
-            \begin{bmatrix} R^{-\top} (D + \gamma Y^\top Y) R^{-1} & -R^{-\top} \\ -R^{-1} & 0 \end{bmatrix}
-            [S\ \ \gamma Y]^\top,
-
-    :math:`S, Y` [P, m] the last m steps and gradient changes, :math:`R` the upper triangle of
-    :math:`S^\top Y`, :math:`D` its diagonal, :math:`\gamma = s^\top y / y^\top y` of the newest pair. The
-    memory is one [2m, P] buffer, so a step costs two passes over it (one product with ``[g, y]``, one with
-    the small coefficient vector); the parameter vectors of the latent GP models are long (two numbers per
-    latent coordinate), and these passes, not the arithmetic, are L-BFGS's cost there. A pair with
-    :math:`s^\top y \le \epsilon\, y^\top y` is skipped.
-
-    The line search backtracks from t = 1 (on the first iteration and after a restart, from the step of unit
-    length along -g) until :math:`f(x + t d) \le f(x) + c_1 t\, g^\top d` with :math:`c_1 = 10^{-3}` (L-BFGS-B's
-    ``ftol``), each shorter step the minimiser of the quadratic through f, its slope and the trial value,
-    kept in [0.1, 0.5] of the last (Nocedal & Wright 2006, Section 3.5); a non-finite trial counts as a
-    failed step (0.1 of it next). When it fails within :data:`MAX_LINE_SEARCH` trials the memory is dropped
-    and the search retried from steepest descent; failing there too ends the run, not converged. It stops,
-    converged, when an accepted step decreases f by at most ``tol * max(|f_k|, |f_k+1|, 1)`` or the
-    gradient's largest entry is at most 1e-8 (scipy's ``ftol`` and ``gtol`` tests).
-
-    It replaces scipy's L-BFGS-B, which for these models spent as long per step on its own passes over the
-    memory as the bound's evaluation took at 30 inducing inputs (benchmarks/RESULTS.md, "A torch L-BFGS");
-    it differs from it in its line search, which does not ask for the curvature (Wolfe) condition.
+    A trial where the bound is NaN / inf is a failed line-search step (as GPy / paramz's L-BFGS-B
+    backtracks from +inf); more than :data:`MAX_NONFINITE_STEPS` in a row, or one at the start, stop the
+    fit with the :class:`NonFiniteBoundError`.
     """
-    failures: list = []
+    failures, finite = [], []  # the non-finite trials in a row; whether any evaluation was finite
     D = None if scale is None else scale.detach().to(device=flat.device, dtype=torch.float64)
-    eps = torch.finfo(torch.float64).eps
 
-    def fun(y):
+    def fun(y, rows):
         with torch.no_grad():
-            flat.copy_(y if D is None else y * D)
+            flat.copy_(y[0] if D is None else y[0] * D)
         try:
             value, grad = evaluate()
         except NonFiniteBoundError as exc:
-            # a step into a region where the bound is NaN / inf: a failed line-search step (as GPy / paramz's
-            # L-BFGS-B backtracks from +inf); give up after a few such steps in a row
             failures.append(exc)
-            if len(failures) > MAX_NONFINITE_STEPS:
+            if len(failures) > MAX_NONFINITE_STEPS or not finite:  # too many, or at the start: the fit's error
                 raise
-            return math.inf, None
+            return y.new_full((1,), math.inf), torch.full_like(y, math.nan)
         failures.clear()
+        finite.append(True)
         g = grad.detach().to(torch.float64)
-        return -value, (g if D is None else g * D)
+        return y.new_full((1,), -value), (g if D is None else g * D)[None]
 
-    x = flat.detach().to(torch.float64).clone()
-    if D is not None:
-        x = x / D
-    f, g = fun(x)
-    if g is None:
-        raise failures[0]
-    m, P = int(memory), x.numel()
-    W = x.new_zeros(2 * m, P)  # rows [0, m): the steps s; rows [m, 2m): the gradient changes y (ring slots)
-    SY = x.new_zeros(m, m)  # SY[i, j] = s_i' y_j
-    YY = x.new_zeros(m, m)  # YY[i, j] = y_i' y_j
-    Wg = x.new_zeros(2 * m)  # W g at the current point
-    order: list[int] = []  # the slots in use, oldest first
-    gamma = 1.0
-    d = -g
-    t = 1.0 / max(float(g.norm()), eps)
-    while True:
-        if float(g.abs().max()) <= 1e-8:
-            return True, "CONVERGENCE: the gradient's largest entry is below 1e-8"
-        slope = float(g @ d)
-        if not slope < 0.0:  # not a descent direction (round-off in a flat region): steepest descent
-            order.clear()
-            d, t = -g, 1.0 / max(float(g.norm()), eps)
-            slope = float(g @ d)
-        accepted = None
-        for _ in range(MAX_LINE_SEARCH):
-            f_t, g_t = fun(x + t * d)
-            if g_t is not None and f_t <= f + LINE_SEARCH_DECREASE * t * slope:
-                accepted = (f_t, g_t)
-                break
-            if g_t is None:
-                t_next = 0.1 * t
-            else:  # the minimiser of the quadratic through f, the slope and f_t, kept in [0.1 t, 0.5 t]
-                curvature = f_t - f - t * slope
-                t_quad = -slope * t * t / (2.0 * curvature) if curvature > 0 else 0.0
-                t_next = min(max(t_quad, 0.1 * t), 0.5 * t)
-            if t_next * float(d.norm()) <= eps * (1.0 + float(x.norm())):
-                break  # steps below machine precision
-            t = t_next
-        if accepted is None:
-            if order:  # a stalled L-BFGS direction: forget the memory, retry from steepest descent
-                order.clear()
-                d, t = -g, 1.0 / max(float(g.norm()), eps)
-                continue
-            return False, "ABNORMAL: the line search found no decrease along steepest descent"
-        f_new, g_new = accepted
-        s, y = t * d, g_new - g
-        reduced = f - f_new <= tol * max(abs(f), abs(f_new), 1.0)
-        x, f, g = x + s, f_new, g_new
-        if reduced:
-            return True, "CONVERGENCE: relative reduction of the bound below tol"
-        sy, yy = float(s @ y), float(y @ y)
-        if sy > eps * yy:
-            slot = len(order) if len(order) < m else order.pop(0)
-            order.append(slot)
-            W[slot], W[m + slot] = s, y
-            both = W @ torch.stack([g, y], 1)  # [2m, 2]: one pass over the memory
-            Wg = both[:, 0]
-            SY[:, slot] = both[:m, 1]
-            YY[:, slot] = YY[slot, :] = both[m:, 1]
-            gamma = sy / yy
-        elif order:
-            Wg = W @ g
-        if not order:
-            d, t = -g, 1.0 / max(float(g.norm()), eps)
-            continue
-        d = -_compact_product(g, W, Wg, SY, YY, order, gamma)
-        t = 1.0
-
-
-def _compact_product(g, W, Wg, SY, YY, order, gamma):
-    """H g for the compact L-BFGS inverse Hessian of :func:`_run_lbfgs` (``Wg`` = W g, ``order`` oldest first)."""
-    m = SY.shape[0]
-    idx = torch.as_tensor(order, device=g.device)
-    u, v = Wg[idx], Wg[m + idx]  # S'g, Y'g
-    sy = SY[idx][:, idx]
-    R = torch.triu(sy)
-    a = torch.linalg.solve_triangular(R, u[:, None], upper=True)  # R^-1 S'g
-    inner = (torch.diag(torch.diagonal(sy)) + gamma * YY[idx][:, idx]) @ a - gamma * v[:, None]
-    top = torch.linalg.solve_triangular(R.mT, inner, upper=False)  # R^-T ((D + gamma Y'Y) R^-1 S'g - gamma Y'g)
-    c = g.new_zeros(2 * m)
-    c[idx], c[m + idx] = top[:, 0], -gamma * a[:, 0]
-    return gamma * g + W.mT @ c
+    x0 = flat.detach().to(torch.float64)
+    x0 = (x0 if D is None else x0 / D)[None]  # [1, P]
+    _, info = minimize_rows(fun, x0, max_iter=max_evals, tol=tol, memory=memory)
+    if bool(info["converged"][0]) and not bool(info["stalled"][0]):
+        return True, "CONVERGENCE: relative reduction of the bound below tol, or a gradient below 1e-8"
+    if bool(info["stalled"][0]):
+        return False, "ABNORMAL: the line search found no decrease along steepest descent"
+    raise _Stop
 
 
 def _run_adam(evaluate, params, max_evals, tol, learning_rate, history):
@@ -377,3 +288,213 @@ def _run_adam(evaluate, params, max_evals, tol, learning_rate, history):
         if len(best_at) > window and best_at[-1] - best_at[-1 - window] <= tol * max(abs(best_at[-1]), 1.0):
             return True, f"best bound improved by less than tol over {window} steps"
     return False, f"reached {max_evals} evaluations"
+
+
+def _two_loop(grad, s_hist, y_hist, rho, oldest, gamma, h0):
+    """L-BFGS direction -H grad of every row (Nocedal & Wright, Algorithm 7.4), [k, P].
+
+    ``s_hist``, ``y_hist`` [m, k, P] hold each row's curvature pairs in a ring buffer whose oldest slot
+    is ``oldest``; ``rho`` [m, k] is ``1 / s'y``, zero for an empty slot (which then drops out of
+    both loops); the initial inverse Hessian is ``gamma diag(h0)`` (gamma [k], h0 [k, P]).
+    """
+    m = rho.shape[0]
+    order = [(oldest + i) % m for i in range(m)]  # oldest first
+    q = grad.clone()
+    a = {}
+    for i in reversed(order):
+        a[i] = rho[i] * (s_hist[i] * q).sum(1)  # [k]
+        q -= a[i][:, None] * y_hist[i]
+    r = gamma[:, None] * h0 * q
+    for i in order:
+        b = rho[i] * (y_hist[i] * r).sum(1)  # [k]
+        r += s_hist[i] * (a[i] - b)[:, None]
+    return -r
+
+
+def minimize_rows(fun: Callable, x0: torch.Tensor, *, precondition: Callable | None = None,
+                  max_iter: int = 500, tol: float = 1e-10, memory: int = LBFGS_MEMORY, progress: bool = False,
+                  desc: str = "rows"):
+    r"""Minimise n independent functions of P variables at once: per-row L-BFGS, batched evaluations.
+
+    ``fun(x, rows)`` evaluates the rows ``rows`` [k] (indices into ``x0``) at ``x`` [k, P] and returns
+    their values [k], gradients [k, P] and, optionally, the round-off scale of the values [k] (below
+    which their differences are noise); one call serves every row still moving. Each row has its
+    own L-BFGS memory (``memory`` pairs; a pair with :math:`s'y \le \epsilon\, y' \mathrm{diag}(h_0) y` is
+    skipped), step and backtracking Armijo line search (Nocedal & Wright, 2006, Algorithm 7.4, eq. 3.4,
+    quadratic interpolation of Section 3.5, steps kept in [0.1, 0.5] of the previous one). The initial inverse
+    Hessian of the two-loop recursion is :math:`\gamma\, \mathrm{diag}(h_0)` with
+    :math:`\gamma = s'y / y' \mathrm{diag}(h_0) y` of the newest pair (eq. 7.20) and
+    ``h0 = precondition(x, grad)`` [k, P] (ones if None). A row without memory (its first step, or
+    after its line search stalled) takes the step :math:`-t\, h_0 \circ g` with
+    :math:`t = \min(1, 1 / \sqrt{g' \mathrm{diag}(h_0) g})`: at most unit length in the metric of
+    the preconditioner.
+
+    A row stops when (as scipy's L-BFGS-B, but per row) an accepted step decreased its value by at
+    most ``max(tol * max(|f_k|, |f_k+1|, 1), r)`` (r the round-off scale), or its gradient's largest
+    entry is at most :data:`GRADIENT_TOL`, or the decrease its next L-BFGS step predicts (half the directional
+    derivative) is below r, or its line search can make no progress even from the preconditioned
+    steepest descent (below r, or steps below machine precision; the row keeps its best point). A
+    trial point with a non-finite value or gradient counts as a failed line-search step (the row
+    backtracks), so the rows only ever move to finite points.
+
+    Parameters
+    ----------
+    fun : callable (x [k, P], rows [k]) -> (values [k], gradients [k, P][, round-off [k]])
+    x0 : tensor [n, P]
+        Starting points (their values must be finite).
+    precondition : callable (x [k, P], grad [k, P]) -> tensor [k, P], optional
+        A positive diagonal guess of each row's inverse Hessian.
+    max_iter : int
+        Most calls of ``fun`` (the first at ``x0`` included), hence most evaluations of any one row.
+    tol : float
+        Relative decrease of a row's value per step below which it has converged.
+    memory : int
+        Curvature pairs kept per row (scipy's ``maxcor``).
+    progress : bool
+        A tqdm bar over the evaluations, with the number of rows still moving.
+
+    Returns
+    -------
+    x : tensor [n, P]
+        Each row's best point.
+    info : dict
+        ``n_evals`` (calls of ``fun``), ``row_evals`` [n] (evaluations of each row), ``converged``
+        [n] bool, ``stalled`` [n] bool (the rows whose line search could make no progress from steepest
+        descent, within the round-off or :data:`MAX_LINE_SEARCH` trials: converged when their round-off
+        scale says so), ``interrupted`` (always False: a KeyboardInterrupt is warned about and re-raised).
+
+    Raises
+    ------
+    NonFiniteBoundError
+        When a row's value or gradient at its starting point is not finite (naming the rows).
+
+    Examples
+    --------
+    Three rows of a quadratic with different curvatures and minima:
+
+    >>> scale = torch.tensor([[1.0, 2.0], [10.0, 1.0], [0.1, 5.0]], dtype=torch.float64)
+    >>> target = torch.tensor([[1.0, -1.0], [0.5, 2.0], [-3.0, 0.0]], dtype=torch.float64)
+    >>> def fun(x, rows):
+    ...     diff = x - target[rows]
+    ...     return 0.5 * (scale[rows] * diff.square()).sum(1), scale[rows] * diff
+    >>> x, info = minimize_rows(fun, torch.zeros(3, 2, dtype=torch.float64), tol=1e-14)
+    >>> torch.allclose(x, target, atol=1e-6), bool(info["converged"].all())
+    (True, True)
+    """
+    n, P = x0.shape
+    out = x0.detach().clone()  # [n, P]
+    row_evals = torch.zeros(n, dtype=torch.long, device=x0.device)
+    converged = torch.zeros(n, dtype=torch.bool, device=x0.device)
+    stalled_rows = torch.zeros(n, dtype=torch.bool, device=x0.device)
+    info = {"n_evals": 0, "row_evals": row_evals, "converged": converged, "stalled": stalled_rows,
+            "interrupted": False}
+    m = int(memory)
+    if m < 1:
+        raise ValueError(f"memory must be >= 1, got {memory!r}")
+    if n == 0 or max_iter <= 0:
+        return out, info
+    eps = torch.finfo(x0.dtype).eps
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_iter, desc=desc, leave=False, disable=None)  # None: no bar unless stderr is a tty
+
+    def evaluate(x, rows):
+        out = fun(x, rows)
+        info["n_evals"] += 1
+        row_evals[rows] += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(rows=int(rows.shape[0]), refresh=False)
+        f, g = out[0].detach(), out[1].detach()
+        return f, g, (out[2].detach() if len(out) > 2 else torch.zeros_like(f))
+
+    def metric(x, g):
+        return torch.ones_like(x) if precondition is None else precondition(x, g)
+
+    def steepest(g, h0):
+        """Preconditioned steepest descent and its first step length (at most unit length)."""
+        d = -h0 * g
+        return d, torch.clamp((g * -d).sum(1).clamp_min(eps).rsqrt(), max=1.0)
+
+    rows = torch.arange(n, device=x0.device)  # [k] the rows still moving
+    x = out.clone()
+    try:
+        f, g, noise = evaluate(x, rows)  # [k], [k, P], [k]
+        bad = ~(torch.isfinite(f) & torch.isfinite(g).all(1))
+        if bool(bad.any()):
+            which = torch.nonzero(bad).reshape(-1)
+            raise NonFiniteBoundError(
+                f"the bound (or its gradient) is not finite at the starting point of {which.numel()} row(s), "
+                f"e.g. rows {which[:10].tolist()}; check these rows for NaN / inf values")
+        s_hist = x.new_zeros(m, n, P)  # [m, k, P] oldest first
+        y_hist = x.new_zeros(m, n, P)
+        rho = x.new_zeros(m, n)  # [m, k]; 0 = empty slot
+        trials = torch.zeros(n, dtype=torch.long, device=x0.device)  # [k] trials of each row's line search
+        slot = 0  # the ring buffer's next (= oldest) slot, common to all rows
+        gamma = x.new_ones(n)  # [k]
+        d, t = steepest(g, metric(x, g))  # [k, P], [k]
+        while info["n_evals"] < max_iter and rows.numel() > 0:
+            trial = x + t[:, None] * d  # [k, P]
+            f_t, g_t, noise_t = evaluate(trial, rows)
+            floor = torch.maximum(noise, noise_t.nan_to_num(0.0, 0.0, 0.0))
+            finite = torch.isfinite(f_t) & torch.isfinite(g_t).all(1)
+            slope = (g * d).sum(1)  # [k] < 0: d is a descent direction
+            accept = finite & (f_t <= f + LINE_SEARCH_DECREASE * t * slope)
+            trials = torch.where(accept, 0, trials + 1)
+            # rejected rows: a shorter step, the minimiser of the quadratic through f, slope and f_t
+            curvature = f_t - f - t * slope  # > 0 where Armijo failed
+            t_quad = torch.nan_to_num(-slope * t * t / (2.0 * curvature), nan=0.0, posinf=0.0, neginf=0.0)
+            t_back = torch.where(finite, torch.minimum(torch.maximum(t_quad, 0.1 * t), 0.5 * t), 0.1 * t)
+            tiny = t_back * d.norm(dim=1) <= eps * (1.0 + x.norm(dim=1))  # steps below machine precision
+            stalled = ~accept & ((-t_back * slope <= floor) | tiny | (trials >= MAX_LINE_SEARCH))
+            restart = stalled & (rho != 0).any(0)  # a stalled L-BFGS direction: retry from steepest descent
+            scale = torch.maximum(torch.maximum(f.abs(), f_t.abs()), torch.ones_like(f))
+            small = (f - f_t <= torch.maximum(tol * scale, floor)) | (g_t.abs().amax(1) <= GRADIENT_TOL)
+            done = (accept & small) | (stalled & ~restart)
+            # accepted rows: move, and store the curvature pair (skipped when s'y is not clearly positive)
+            s, y = trial - x, g_t - g
+            sy = (s * y).sum(1)
+            x = torch.where(accept[:, None], trial, x)
+            f = torch.where(accept, f_t, f)
+            g = torch.where(accept[:, None], g_t, g)
+            noise = torch.where(accept, noise_t, noise)
+            h0 = metric(x, g)  # [k, P]
+            yhy = (y * h0 * y).sum(1)
+            push = accept & (sy > eps * yhy)
+            # one ring slot per evaluation for every row (a copy of [k, P], not a shift of [m, k, P]):
+            # empty (rho = 0) where the row stores no pair, so a row keeps the pairs of its accepted
+            # steps among the last m evaluations
+            s_hist[slot] = torch.where(push[:, None], s, 0.0)  # zeros, not a failed trial's NaN (0 * NaN = NaN)
+            y_hist[slot] = torch.where(push[:, None], y, 0.0)
+            rho[slot] = torch.where(push, 1.0 / sy.where(push, 1.0), 0.0)
+            slot = (slot + 1) % m
+            rho = torch.where(restart, 0.0, rho)  # forget the memory (empty slots have rho = 0)
+            trials = torch.where(restart, 0, trials)
+            gamma = torch.where(push, sy / yhy.where(push, 1.0), gamma)
+            # next direction: L-BFGS for accepted rows (steepest descent without memory), same d when rejected
+            d_lbfgs = _two_loop(g, s_hist, y_hist, rho, slot, gamma, h0)
+            d_steep, t_steep = steepest(g, h0)
+            use_steep = (rho == 0).all(0) | ((g * d_lbfgs).sum(1) >= 0)
+            fresh = accept | restart
+            d = torch.where(fresh[:, None], torch.where(use_steep[:, None], d_steep, d_lbfgs), d)
+            t = torch.where(fresh, torch.where(use_steep, t_steep, torch.ones_like(t)), t_back)
+            # an L-BFGS step that predicts a decrease within the round-off: the row is as good as it gets
+            done = done | (fresh & ~use_steep & (-0.5 * (g * d).sum(1) <= noise))
+            out[rows] = x
+            converged[rows[done]] = True
+            stalled_rows[rows[stalled & ~restart]] = True
+            if bool(done.any()):  # drop the finished rows from the state
+                alive = ~done
+                rows, x, f, g, d, t = rows[alive], x[alive], f[alive], g[alive], d[alive], t[alive]
+                noise, trials = noise[alive], trials[alive]
+                s_hist, y_hist, rho, gamma = s_hist[:, alive], y_hist[:, alive], rho[:, alive], gamma[alive]
+    except KeyboardInterrupt:  # said, then passed on: a caller's Ctrl-C must stop it (no result returned)
+        warnings.warn(f"interrupted after {info['n_evals']} evaluations ({int((~converged).sum())} of {n} rows "
+                      "had not converged)", RuntimeWarning, stacklevel=2)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return out, info

@@ -12,14 +12,13 @@ GPyTorch has no "white" kernel (noise on the diagonal only), which the GP-LVM us
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from gpytorch.constraints import GreaterThan, Positive
+from gpytorch.constraints import Positive
 from gpytorch.kernels import (
     AdditiveKernel,
     ConstantKernel,
@@ -30,8 +29,6 @@ from gpytorch.kernels import (
     ScaleKernel,
 )
 from torch import Tensor
-
-from .functions.rbf_psi import RBFGram
 
 __all__ = ["WhiteKernel", "make_kernel", "ard_relevance", "relevant_dimensions", "shared_dimensions"]
 
@@ -195,12 +192,11 @@ def make_kernel(
 class _Term:
     """One summand ``scale * leaf(x[:, dims], x'[:, dims])`` of a kernel.
 
-    ``kind`` is ``"rbf"``, ``"linear"``, ``"bias"``, ``"white"`` or ``"other"`` (no closed form);
-    ``scales`` are the ScaleKernels on the path to the leaf; ``dims`` the columns of the full input
-    the leaf sees (``None``: all), after every ``active_dims`` on the path.
+    ``leaf`` is the kernel (its class chooses its psi-statistics, :mod:`bayesalign.gp.psi`); ``scales``
+    are the ScaleKernels on the path to the leaf; ``dims`` the columns of the full input the leaf sees
+    (``None``: all), after every ``active_dims`` on the path.
     """
 
-    kind: str
     leaf: Kernel
     scales: tuple
     dims: tuple | None
@@ -247,7 +243,7 @@ class _Term:
 
     def constant(self, like: Tensor) -> Tensor:
         """Bias: the constant; white: the diagonal variance (times the outputscales), a scalar."""
-        value = self.leaf.constant if self.kind == "bias" else self.leaf.variance
+        value = self.leaf.constant if isinstance(self.leaf, ConstantKernel) else self.leaf.variance
         return self.scale(like) * value.to(like).reshape(())
 
     def evaluate(self, x1: Tensor, x2: Tensor, diag: bool = False) -> Tensor:
@@ -288,10 +284,7 @@ def _kernel_terms(kernel: Kernel, scales: tuple = (), dims: tuple | None = None,
         return _kernel_terms(kernel.base_kernel, scales + (kernel,), dims, called=False)
     if isinstance(kernel, AdditiveKernel):
         return [t for k in kernel.kernels for t in _kernel_terms(k, scales, dims, called=True)]
-    kind = {RBFKernel: "rbf", LinearKernel: "linear", ConstantKernel: "bias", WhiteKernel: "white"}.get(
-        type(kernel), "other"
-    )
-    return [_Term(kind, kernel, scales, dims)]
+    return [_Term(kernel, scales, dims)]
 
 
 def _infer_input_dim(terms) -> int:
@@ -336,9 +329,9 @@ def ard_relevance(kernel: Kernel, input_dim: int | None = None) -> Tensor:
     like = next(kernel.parameters(), torch.zeros((), dtype=torch.float64)).detach()
     relevance = torch.zeros(input_dim, dtype=like.dtype, device=like.device)
     for t in terms:
-        if t.kind == "linear":
+        if isinstance(t.leaf, LinearKernel):
             relevance = relevance + t.linear_variances(input_dim, like)
-        elif t.kind == "rbf" or (t.kind == "other" and getattr(t.leaf, "has_lengthscale", False)):
+        elif getattr(t.leaf, "has_lengthscale", False):
             relevance = relevance + t.scale(like) * t.precision(input_dim, like)
     return relevance
 
@@ -407,10 +400,10 @@ def _latent_symmetries(terms, input_dim: int):
     """
     rescaled, shiftable = [], torch.ones(input_dim, dtype=torch.bool)
     for t in terms:
-        if t.kind in ("bias", "white"):
+        if isinstance(t.leaf, (ConstantKernel, WhiteKernel)):
             continue
-        stationary = t.kind == "rbf" or (t.kind == "other" and isinstance(t.leaf, MaternKernel))
-        if not (stationary or t.kind == "linear"):
+        stationary = isinstance(t.leaf, (RBFKernel, MaternKernel))
+        if not (stationary or isinstance(t.leaf, LinearKernel)):
             return None
         cols = t.columns(input_dim)
         attribute, power = ("lengthscale", 1.0) if stationary else ("variance", -2.0)
@@ -450,7 +443,7 @@ def normalise_latent_symmetries(kernels, mu: Tensor, S: Tensor) -> tuple[Tensor,
 
 
 # ---------------------------------------------------------------------------------------------------
-# The fast path of the usual GP-LVM kernel: one RBF term on every dimension, plus bias / white terms
+# The usual GP-LVM kernel: one RBF term on every dimension, plus bias / white terms
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -469,113 +462,15 @@ def _rbf_parts(terms, input_dim: int, like: Tensor) -> _RBFParts | None:
 
     Reads every constrained parameter once (each GPyTorch property evaluation is a transform).
     """
-    rbf = [t for t in terms if t.kind == "rbf"]
-    if len(rbf) != 1 or rbf[0].dims is not None or any(t.kind not in ("rbf", "bias", "white") for t in terms):
+    rbf = [t for t in terms if isinstance(t.leaf, RBFKernel)]
+    if len(rbf) != 1 or rbf[0].dims is not None or not all(
+            isinstance(t.leaf, (RBFKernel, ConstantKernel, WhiteKernel)) for t in terms):
         return None
     t = rbf[0]
     lengthscale = t.leaf.lengthscale.reshape(-1)  # [1] or [Q]
     if lengthscale.numel() not in (1, input_dim):
         return None  # the general path says what is wrong
-    bias = [u.constant(like) for u in terms if u.kind == "bias"]
-    white = [u.constant(like) for u in terms if u.kind == "white"]
+    bias = [u.constant(like) for u in terms if isinstance(u.leaf, ConstantKernel)]
+    white = [u.constant(like) for u in terms if isinstance(u.leaf, WhiteKernel)]
     return _RBFParts(t.scale(like), lengthscale.to(like).expand(input_dim), sum(bias) if bias else None,
                      sum(white) if white else None)
-
-
-@dataclass(frozen=True)
-class LowerBounded:
-    """The parameter ``raw_<name>`` of a GPyTorch module under a lower-bound constraint through softplus
-    or exp (GPyTorch's ``Positive``, ``GreaterThan``): its value ``t(raw) + lower`` and the slope
-    ``d value / d raw`` (``sigmoid(beta raw)`` or ``exp(raw)``) without autograd. Build it with
-    :func:`lower_bounded`, which checks the constraint once.
-    """
-
-    module: torch.nn.Module
-    name: str
-    kind: str  # "softplus", "exp" or "none" (the constraint is not enforced)
-    beta: float
-    threshold: float
-    shifted: bool  # the lower bound is not 0
-
-    @property
-    def raw(self) -> Tensor:
-        return getattr(self.module, f"raw_{self.name}")
-
-    def value_and_slope(self) -> tuple[Tensor, Tensor]:
-        raw = self.raw
-        if self.kind == "none":
-            return raw, torch.ones_like(raw)
-        if self.kind == "exp":
-            value = slope = raw.exp()
-        else:  # linear above the threshold, where the slope sigmoid(beta raw) is 1 to round-off
-            value = torch.nn.functional.softplus(raw, self.beta, self.threshold)
-            slope = torch.sigmoid(raw if self.beta == 1 else self.beta * raw)
-        if self.shifted:
-            value = value + getattr(self.module, f"raw_{self.name}_constraint").lower_bound
-        return value, slope
-
-
-def lower_bounded(module, name: str) -> LowerBounded | None:
-    """A :class:`LowerBounded` for ``module.raw_<name>``, or None when its constraint is something else
-    (an interval, a custom transform), which only the autograd path handles."""
-    constraint = getattr(module, f"raw_{name}_constraint", None)
-    if constraint is None or not constraint.enforced:
-        return LowerBounded(module, name, "none", 1.0, 20.0, False)
-    if not isinstance(constraint, GreaterThan) or math.isfinite(float(constraint.upper_bound)):
-        return None
-    shifted = bool((constraint.lower_bound != 0).any())
-    transform = constraint._transform
-    if isinstance(transform, torch.nn.Softplus):  # GPyTorch's default
-        return LowerBounded(module, name, "softplus", float(transform.beta), float(transform.threshold), shifted)
-    if transform is torch.nn.functional.softplus:
-        return LowerBounded(module, name, "softplus", 1.0, 20.0, shifted)
-    if transform is torch.exp:
-        return LowerBounded(module, name, "exp", 1.0, 20.0, shifted)
-    return None
-
-
-@dataclass(frozen=True)
-class _RBFRaw:
-    """The raw hyperparameters of ``ScaleKernel(RBF) (+ bias) (+ white)`` as :class:`LowerBounded`."""
-
-    outputscale: LowerBounded  # raw []
-    lengthscale: LowerBounded  # raw [1, 1 or Q]
-    biases: tuple  # ConstantKernel constants (raw [1]), no outputscale on their path
-    whites: tuple  # WhiteKernel variances (raw [1]), no outputscale on their path
-
-
-def _rbf_raw(terms, input_dim: int) -> _RBFRaw | None:
-    """The :class:`_RBFRaw` of a kernel's terms when its bound and gradient can be chained by hand
-    (one RBF on all dimensions under one ScaleKernel, bias and white terms unscaled, every constraint
-    a softplus or exp lower bound); else None."""
-    rbf = [t for t in terms if t.kind == "rbf"]
-    if len(rbf) != 1 or rbf[0].dims is not None or len(rbf[0].scales) != 1 or any(
-            t.kind not in ("rbf", "bias", "white") or (t.kind != "rbf" and t.scales) for t in terms):
-        return None
-    if rbf[0].leaf.raw_lengthscale.numel() not in (1, input_dim):
-        return None
-    parts = [lower_bounded(rbf[0].scales[0], "outputscale"), lower_bounded(rbf[0].leaf, "lengthscale")]
-    biases = [lower_bounded(t.leaf, "constant") for t in terms if t.kind == "bias"]
-    whites = [lower_bounded(t.leaf, "variance") for t in terms if t.kind == "white"]
-    if any(p is None for p in parts + biases + whites):
-        return None
-    return _RBFRaw(parts[0], parts[1], tuple(biases), tuple(whites))
-
-
-def _rbf_gram(parts: _RBFParts, x: Tensor) -> Tensor:
-    r"""k(x, x) [n, n] of ``rbf (+ bias) (+ white)`` through one custom Function (a GPyTorch kernel
-    call costs about eighty tensor operations): :math:`\sigma^2 \exp(-\tfrac12 \|(x_i - x_j) / l\|^2)
-    + b + w [i = j]` (:class:`~bayesalign.gp.functions.rbf_psi.RBFGram`).
-    """
-    gram = RBFGram.apply(parts.variance, parts.lengthscale, x)  # [n, n]
-    if parts.bias is not None:
-        gram = gram + parts.bias
-    if parts.white is not None:
-        gram = gram + parts.white * torch.eye(x.shape[0], dtype=x.dtype, device=x.device)
-    return gram
-
-
-def fast_gram(kernel: Kernel, x: Tensor) -> Tensor | None:
-    """``k(x, x)`` [n, n] through :func:`_rbf_gram` when ``kernel`` is ``rbf (+ bias) (+ white)``, else None."""
-    parts = _rbf_parts(_kernel_terms(kernel), x.shape[1], x)
-    return None if parts is None else _rbf_gram(parts, x)

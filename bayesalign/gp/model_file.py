@@ -18,7 +18,7 @@ import torch
 
 from .._utils import atomic_write
 from .kernels import make_kernel
-from .module import LatentGPModule, resolve_dtype
+from .module import LatentGPModule, noise_floor_in_state, resolve_dtype
 from .priors import GraphLaplacianPrior, StandardNormalPrior
 
 __all__ = ["ModelFileError", "load_model", "register_model_class", "save_model"]
@@ -168,8 +168,8 @@ def _read_model(path, device):
         outputs=[state[f"outputs_{v}"] for v in range(V)], q_mean=state["q_mean"],
         q_variance=torch.ones_like(state["q_mean"]), inducing_inputs=state["inducing_inputs"],
         kernels=[make_kernel(params["kernel"], Q, dtype=dtype).to(device) for _ in range(V)],
-        noise=2.0 * state["raw_noise_constraint.lower_bound"].expand(V).clone(),
-        noise_floor=state["raw_noise_constraint.lower_bound"], jitter=float(meta["jitter"]),
+        noise=2.0 * noise_floor_in_state(state).expand(V).clone(),
+        noise_floor=noise_floor_in_state(state), jitter=float(meta["jitter"]),
         observed=[state.get(f"observed_{v}") for v in range(V)],
         latent_prior=_read_latent_prior(meta.get("latent_prior"), arrays, int(state["q_mean"].shape[0])))
     module.load_state_dict(state, strict=True)

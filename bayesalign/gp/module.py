@@ -1,5 +1,5 @@
 """The torch module of BayesianGPLVM and MRD: q(X) per entity, the inducing inputs, one kernel and
-one noise variance per view; ``forward()`` evaluates the bound.
+one Gaussian likelihood (its noise variance) per view; ``forward()`` evaluates the bound.
 
 The model (Titsias & Lawrence, 2010; Damianou et al., 2012): one latent point x_n ~ N(0, I_Q) per
 entity, shared by every view that observes it; view v is y^(v) = f^(v)(x) + noise with
@@ -14,22 +14,12 @@ import gpytorch
 import torch
 from gpytorch.constraints import GreaterThan, Positive
 
-from .bound import (
-    InducingPosterior,
-    RBFViewsBound,
-    collapsed_bound,
-    inducing_posterior,
-    kernel_matrix,
-    stable_cholesky,
-    views_bound_backward,
-    views_bound_forward,
-)
-from .functions.rbf_psi2 import default_chunk_size
-from .kernels import _kernel_terms, _rbf_parts, _rbf_raw, lower_bounded, normalise_latent_symmetries
+from .bound import InducingPosterior, collapsed_bound, inducing_posterior, kernel_matrix, stable_cholesky
+from .kernels import normalise_latent_symmetries
 from .priors import StandardNormalPrior, check_latent_prior
 from .psi import psi_statistics
 
-__all__ = ["LatentGPModule", "resolve_dtype"]
+__all__ = ["LatentGPModule", "noise_floor_in_state", "resolve_dtype"]
 
 
 def resolve_dtype(dtype) -> torch.dtype:
@@ -45,7 +35,7 @@ def resolve_dtype(dtype) -> torch.dtype:
 
 
 class LatentGPModule(gpytorch.Module):
-    r"""q(X), inducing inputs, per-view kernels and noise variances; ``forward()`` is the bound.
+    r"""q(X), inducing inputs, per-view kernels and Gaussian likelihoods; ``forward()`` is the bound.
 
     One latent point per *entity*; view v observes the entities ``observed[v]`` (its rows, in order):
 
@@ -66,7 +56,9 @@ class LatentGPModule(gpytorch.Module):
         Shared (first axis 1) or per-view inducing inputs.
     kernels : sequence of gpytorch kernels, one per view
     noise, noise_floor : tensors [V]
-        Initial noise variances and their lower bounds.
+        Initial noise variances and their lower bounds. The noise is the ``likelihood``, one
+        ``gpytorch.likelihoods.GaussianLikelihood`` batched over the views (noise [V, 1], a
+        ``GreaterThan(noise_floor)`` constraint); :attr:`noise` reads it as [V].
     jitter : float
         Added to the diagonal of every Kuu, relative to its mean diagonal.
     observed : sequence of (LongTensor [N_v] or None), optional
@@ -88,41 +80,23 @@ class LatentGPModule(gpytorch.Module):
             self.register_buffer(f"outputs_{v}", Y)  # [N_v, D_v]
             if rows is not None:  # the entity of each row of view v (saved: it defines the model)
                 self.register_buffer(f"observed_{v}", torch.as_tensor(rows, dtype=torch.long, device=Y.device))
-        self._observed_views = [v for v, rows in enumerate(observed) if rows is not None]
-        # views that observe the same entities in the same order go through one view-batched bound
-        # (RBFViewsBound) together, their outputs zero-padded to the widest; derived, so not saved
-        groups: list[list[int]] = []
-        for v in range(self.n_views):
-            for group in groups:
-                if self._same_rows(group[0], v):
-                    group.append(v)
-                    break
-            else:
-                groups.append([v])
-        self._groups = groups
-        for g, views in enumerate(groups):
-            widths = [outputs[v].shape[1] for v in views]
-            padded = outputs[views[0]].new_zeros(len(views), outputs[views[0]].shape[0], max(widths))  # [V_g, N_g, D]
-            for i, v in enumerate(views):
-                padded[i, :, :widths[i]] = outputs[v]
-            self.register_buffer(f"group_outputs_{g}", padded, persistent=False)
-            self.register_buffer(f"group_widths_{g}", torch.tensor(widths, dtype=padded.dtype, device=padded.device),
-                                 persistent=False)  # [V_g]
-            self.register_buffer(f"group_sq_norms_{g}", padded.square().sum((1, 2)), persistent=False)  # tr(Y'Y)
         self.q_mean = torch.nn.Parameter(q_mean.clone())  # [N, Q]
         self.register_parameter("raw_q_variance", torch.nn.Parameter(torch.zeros_like(q_variance)))
         self.register_constraint("raw_q_variance", Positive())
         self.q_variance = q_variance  # [N, Q]
         self.inducing_inputs = torch.nn.Parameter(inducing_inputs.clone())  # [1 or V, M, Q]
         self.kernels = torch.nn.ModuleList(kernels)
-        self.register_parameter("raw_noise", torch.nn.Parameter(torch.zeros_like(noise)))  # [V]
+        floor = torch.as_tensor(noise_floor, dtype=q_mean.dtype, device=q_mean.device).reshape(-1).expand(
+            self.n_views).reshape(self.n_views, 1)  # [V, 1]
         # gpytorch makes a constraint's bounds in the default dtype (float32), where a floor above 3e38 (data of
         # scale 1e22) is inf: the floor is set after everything is brought to our dtype
-        self.register_constraint("raw_noise", GreaterThan(torch.zeros_like(noise_floor)))
+        self.likelihood = gpytorch.likelihoods.GaussianLikelihood(
+            batch_shape=torch.Size([self.n_views]), noise_constraint=GreaterThan(torch.zeros_like(floor)))
         self.jitter = float(jitter)
         self.to(dtype=q_mean.dtype, device=q_mean.device)
-        self.raw_noise_constraint.lower_bound = torch.as_tensor(noise_floor, dtype=q_mean.dtype, device=q_mean.device)
+        self.raw_noise_constraint.lower_bound = floor
         self.noise = noise
+        self._register_load_state_dict_pre_hook(_noise_of_format_version_1)
 
     @property
     def q_variance(self) -> torch.Tensor:
@@ -136,13 +110,24 @@ class LatentGPModule(gpytorch.Module):
 
     @property
     def noise(self) -> torch.Tensor:
-        return self.raw_noise_constraint.transform(self.raw_noise)
+        """The noise variance of every view [V] (the likelihood's)."""
+        return self.likelihood.noise.reshape(-1)
 
     @noise.setter
     def noise(self, value):
         value = torch.as_tensor(value, dtype=self.raw_noise.dtype, device=self.raw_noise.device)
         with torch.no_grad():
-            self.raw_noise.copy_(self.raw_noise_constraint.inverse_transform(value))
+            self.raw_noise.copy_(self.raw_noise_constraint.inverse_transform(value.reshape(-1, 1)))
+
+    @property
+    def raw_noise(self) -> torch.nn.Parameter:
+        """The likelihood's raw noise parameter [V, 1] (what an optimiser moves)."""
+        return self.likelihood.noise_covar.raw_noise
+
+    @property
+    def raw_noise_constraint(self) -> GreaterThan:
+        """The likelihood's noise constraint: ``lower_bound`` [V, 1] is each view's noise floor."""
+        return self.likelihood.noise_covar.raw_noise_constraint
 
     def outputs(self, v: int) -> torch.Tensor:
         return getattr(self, f"outputs_{v}")
@@ -159,12 +144,6 @@ class LatentGPModule(gpytorch.Module):
         for v in range(self.n_views):
             seen[self.observed(v)] = True
         return None if bool(seen.all()) else seen
-
-    def _same_rows(self, u: int, v: int) -> bool:
-        a, b = self.observed(u), self.observed(v)
-        if a is None or b is None:
-            return a is None and b is None
-        return a.shape == b.shape and bool(torch.equal(a, b))
 
     def view_latent(self, v: int, q_variance: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """q(X) of the rows of view v: (means, variances) [N_v, Q] (differentiable)."""
@@ -185,210 +164,26 @@ class LatentGPModule(gpytorch.Module):
         """F_v: the collapsed bound of view v (over the entities it observes) without the KL term."""
         mu, S = self.view_latent(v, q_variance)
         stats = psi_statistics(self.kernels[v], mu, S, self.inducing(v), per_point=False)
-        return collapsed_bound(self.outputs(v), self.noise[v], self.kuu(v), stats.psi0, stats.psi1, stats.psi2)
+        return collapsed_bound(self.outputs(v), self.noise[v], self.kuu(v), stats.psi0, stats.psi1, stats.psi2,
+                               what=f"Kuu of view {v}")
 
     def kl(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
         """KL(q(X) || p(X)) under the module's latent prior (N(0, I) unless one was given)."""
         return self.latent_prior.kl(self.q_mean, self.q_variance if q_variance is None else q_variance)
 
     def view_bounds(self, q_variance: torch.Tensor | None = None) -> torch.Tensor:
-        """F_v of every view [V] (without the KL term).
-
-        When every kernel is ``rbf (+ bias) (+ white)`` on all latent dimensions (the default), the
-        views that observe the same entities go through one :class:`~bayesalign.gp.bound.RBFViewsBound`
-        (all views at once when every view observes every entity); otherwise view by view through
-        :meth:`view_bound`. Both give the same values and gradients (tested).
-        """
+        """F_v of every view [V] (without the KL term)."""
         S = self.q_variance if q_variance is None else q_variance
-        parts = self._rbf_parts()
-        if parts is None:
-            return torch.stack([self.view_bound(v, S) for v in range(self.n_views)])
-        variance, lengthscale, bias, white = parts
-        bounds = []
-        for g, views in enumerate(self._groups):
-            take = self._group_index(views)
-            mu, S_g = self.view_latent(views[0], S)
-            Z = self.inducing_inputs
-            if Z.shape[0] > 1 and take is not None:
-                Z = Z[take]
-            chunk = default_chunk_size(mu.shape[0], Z.shape[1], mu.device, len(views))
-            bounds.append(RBFViewsBound.apply(
-                _take(variance, take), _take(lengthscale, take), _take(bias, take), _take(white, take),
-                _take(self.noise, take), mu, S_g, Z, getattr(self, f"group_outputs_{g}"),
-                getattr(self, f"group_widths_{g}"), getattr(self, f"group_sq_norms_{g}"), self.jitter, chunk))
-        if len(self._groups) == 1:
-            return bounds[0]
-        order = torch.tensor([v for views in self._groups for v in views], device=self.q_mean.device)
-        return torch.cat(bounds)[torch.argsort(order)]
-
-    def _group_index(self, views: list[int]) -> torch.Tensor | None:
-        """Index of a group's views into the [V] stacks (None: the group is every view, in order)."""
-        if views == list(range(self.n_views)):
-            return None
-        return torch.tensor(views, device=self.q_mean.device)
-
-    def _view_terms(self) -> list:
-        """Each view's kernel as :func:`~bayesalign.gp.kernels._kernel_terms` (the structure of the kernels
-        never changes after construction: computed once)."""
-        if getattr(self, "_kernel_terms_cache", None) is None:
-            self._kernel_terms_cache = [_kernel_terms(kernel) for kernel in self.kernels]
-        return self._kernel_terms_cache
-
-    def _rbf_parts(self):
-        """(variance [V], lengthscale [V, Q], bias [V], white [V]) when every kernel is rbf (+ bias) (+ white);
-        bias (white) is None when no view has that term."""
-        Q = self.q_mean.shape[1]
-        like = self.q_mean
-        parts = []
-        for terms in self._view_terms():
-            part = _rbf_parts(terms, Q, like)
-            if part is None:
-                return None
-            parts.append(part)
-        zero = like.new_zeros(())
-
-        def stacked(values):  # [V], or None when no view has the term
-            return None if all(v is None for v in values) else torch.stack([zero if v is None else v for v in values])
-
-        return (torch.stack([p.variance for p in parts]), torch.stack([p.lengthscale for p in parts]),
-                stacked([p.bias for p in parts]), stacked([p.white for p in parts]))
-
-    def _hand_chained(self):
-        """``(q_variance, noise, [_RBFRaw per view])`` as :class:`~bayesalign.gp.kernels.LowerBounded`
-        parameters when :meth:`evaluate_with_gradient` can chain the gradient by hand, else None (the
-        kernels and constraints never change after construction: cached)."""
-        if not hasattr(self, "_hand_chained_cache"):
-            Q = self.q_mean.shape[1]
-            views = [_rbf_raw(terms, Q) for terms in self._view_terms()]
-            own = [lower_bounded(self, "q_variance"), lower_bounded(self, "noise")]
-            ok = all(p is not None for p in views + own)
-            self._hand_chained_cache = (own[0], own[1], views) if ok else None
-        return self._hand_chained_cache
+        return torch.stack([self.view_bound(v, S) for v in range(self.n_views)])
 
     def evaluate_with_gradient(self) -> float:
-        """The bound, with ``.grad`` of every parameter set to the gradient of the *negative* bound
-        (what a minimiser wants).
-
-        When every kernel is ``ScaleKernel(RBF) (+ bias) (+ white)`` with softplus or exp
-        constraints (the default), there is no autograd graph: the bound and its gradients in the
-        transformed hyperparameters come from :func:`~bayesalign.gp.bound.views_bound_forward` /
-        :func:`~bayesalign.gp.bound.views_bound_backward` (the code of
-        :class:`~bayesalign.gp.bound.RBFViewsBound`), the KL term's gradient is ``mu`` and
-        ``(1 - 1/S) / 2``, and the chain rule to the raw parameters is ``d value / d raw`` of each
-        constraint (:class:`~bayesalign.gp.kernels.LowerBounded`). At the reference size the
-        autograd engine is about a fifth of an evaluation. Otherwise it is ``forward()`` and
-        autograd. Both give the same values and gradients (tested).
-        """
-        plan = self._hand_chained()
-        if plan is None:
-            for p in self.parameters():
-                p.grad = None
-            bound = self()
-            (-bound).backward()
-            return bound.item()
-        value = self._hand_chained_bound(plan)
-        if self.has_priors():  # log p(theta) through autograd, its gradient added to the bound's
-            log_prior = self.log_prior()
-            if log_prior.requires_grad:
-                (-log_prior).backward()
-            value += log_prior.item()
-        return value
-
-    def _hand_chained_bound(self, plan) -> float:
-        """The bound (no prior) with ``.grad`` set by hand (see :meth:`evaluate_with_gradient`)."""
-        q_variance, noise_param, views = plan
-        with torch.no_grad():
-            mu, Z = self.q_mean, self.inducing_inputs
-            S, dS = q_variance.value_and_slope()
-            noise, d_noise = noise_param.value_and_slope()
-            Q = mu.shape[1]
-            scales = [v.outputscale.value_and_slope() for v in views]
-            lengths = [v.lengthscale.value_and_slope() for v in views]
-            biases = [[b.value_and_slope() for b in v.biases] for v in views]
-            whites = [[w.value_and_slope() for w in v.whites] for v in views]
-            zero = mu.new_zeros(())
-
-            def summed(terms):  # [V] (each view's terms added), or None when no view has such a term
-                if not any(terms):
-                    return None
-                return torch.stack([sum((value.reshape(()) for value, _ in t), zero) for t in terms])
-
-            variance = torch.stack([value.reshape(()) for value, _ in scales])  # [V]
-            lengthscale = torch.stack([value.reshape(-1).expand(Q) for value, _ in lengths])  # [V, Q]
-            bias, white = summed(biases), summed(whites)
-            value, g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = self._grouped_bound_and_gradient(
-                variance, lengthscale, bias, white, noise, mu, S, Z)
-            kl, d_kl_mu, d_kl_S = self.latent_prior.kl_and_gradient(mu, S)
-            value = value - kl
-            # gradients of -bound = -sum_v F_v + KL (for N(0, I): dKL/dmu = mu, dKL/dS = (1 - 1/S) / 2)
-            self._set_grad(self.q_mean, d_kl_mu - g_mu)
-            self._set_grad(self.raw_q_variance, (d_kl_S - g_S) * dS)
-            self._set_grad(self.inducing_inputs, -g_Z)
-            self._set_grad(self.raw_noise, -g_noise * d_noise)
-            for v, raw in enumerate(views):
-                self._set_grad(raw.outputscale.raw, -g_var[v] * scales[v][1])
-                slope = lengths[v][1]
-                g = -g_ls[v] * slope.reshape(-1) if slope.numel() == Q else -(g_ls[v].sum() * slope)
-                self._set_grad(raw.lengthscale.raw, g)
-                for param, (_, slope) in zip(raw.biases, biases[v]):
-                    self._set_grad(param.raw, -g_bias[v] * slope)
-                for param, (_, slope) in zip(raw.whites, whites[v]):
-                    self._set_grad(param.raw, -g_white[v] * slope)
-        return value.item()
-
-    def _grouped_bound_and_gradient(self, variance, lengthscale, bias, white, noise, mu, S, Z):
-        """sum_v F_v and its gradients (variance, lengthscale, bias, white, noise [V]-stacked; mu, S [N, Q];
-        Z) through :func:`~bayesalign.gp.bound.views_bound_forward` / ``views_bound_backward``, one call per
-        group of views observing the same entities; each group's gradients in its rows' q(x) are added
-        into the entities' (no autograd graph)."""
-        if len(self._groups) == 1 and self._group_index(self._groups[0]) is None:  # every view, every entity
-            views = self._groups[0]
-            rows = self.observed(views[0])
-            mu_g, S_g = (mu, S) if rows is None else (mu[rows], S[rows])
-            chunk = default_chunk_size(mu_g.shape[0], Z.shape[1], mu.device, self.n_views)
-            F, saved = views_bound_forward(variance, lengthscale, bias, white, noise, mu_g, S_g, Z,
-                                           self.group_outputs_0, self.group_widths_0, self.group_sq_norms_0,
-                                           self.jitter, chunk)
-            g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z = views_bound_backward(saved)
-            if rows is not None:
-                g_mu = torch.zeros_like(mu).index_add_(0, rows, g_mu)
-                g_S = torch.zeros_like(S).index_add_(0, rows, g_S)
-            return F.sum(), g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z
-        value = mu.new_zeros(())
-        g_var, g_ls, g_noise = torch.zeros_like(variance), torch.zeros_like(lengthscale), torch.zeros_like(noise)
-        g_bias = None if bias is None else torch.zeros_like(bias)
-        g_white = None if white is None else torch.zeros_like(white)
-        g_mu, g_S, g_Z = torch.zeros_like(mu), torch.zeros_like(S), torch.zeros_like(Z)
-        for g, views in enumerate(self._groups):
-            take = self._group_index(views)
-            rows = self.observed(views[0])
-            mu_g, S_g = (mu, S) if rows is None else (mu[rows], S[rows])
-            Z_g = Z[take] if Z.shape[0] > 1 else Z
-            chunk = default_chunk_size(mu_g.shape[0], Z.shape[1], mu.device, len(views))
-            F, saved = views_bound_forward(
-                variance[take], lengthscale[take], _take(bias, take), _take(white, take), noise[take], mu_g, S_g,
-                Z_g, getattr(self, f"group_outputs_{g}"), getattr(self, f"group_widths_{g}"),
-                getattr(self, f"group_sq_norms_{g}"), self.jitter, chunk)
-            grads = views_bound_backward(saved)
-            value = value + F.sum()
-            g_var[take] += grads[0]
-            g_ls[take] += grads[1]
-            if g_bias is not None:
-                g_bias[take] += grads[2]
-            if g_white is not None:
-                g_white[take] += grads[3]
-            g_noise[take] += grads[4]
-            if rows is None:
-                g_mu += grads[5]
-                g_S += grads[6]
-            else:
-                g_mu.index_add_(0, rows, grads[5])
-                g_S.index_add_(0, rows, grads[6])
-            if Z.shape[0] > 1:
-                g_Z[take] += grads[7]
-            else:
-                g_Z += grads[7]
-        return value, g_var, g_ls, g_bias, g_white, g_noise, g_mu, g_S, g_Z
+        """The objective (:meth:`forward`), with ``.grad`` of every parameter set to the gradient of the
+        *negative* objective (what a minimiser wants); the closure of :func:`bayesalign.gp._optim.maximize`."""
+        for p in self.parameters():
+            p.grad = None
+        objective = self()
+        (-objective).backward()
+        return objective.item()
 
     @torch.no_grad()
     def normalise_latent(self) -> float:
@@ -432,11 +227,6 @@ class LatentGPModule(gpytorch.Module):
         self.inducing_inputs.copy_((self.inducing_inputs - shift) * scale)
         return before - float(self.kl())
 
-    @staticmethod
-    def _set_grad(param, grad):
-        if param.requires_grad:
-            param.grad = grad.reshape(param.shape).to(param.dtype)
-
     def forward(self) -> torch.Tensor:
         """The objective ``sum_v F_v - KL(q(X) || p(X)) + log p(theta)``: the bound (the KL counted once)
         plus the log density of every prior registered on a parameter (:meth:`log_prior`; 0 without one)."""
@@ -479,6 +269,22 @@ class LatentGPModule(gpytorch.Module):
         return inducing_posterior(outputs, self.noise[v], L, stats.psi1, stats.psi2)
 
 
-def _take(values: torch.Tensor | None, index: torch.Tensor | None) -> torch.Tensor | None:
-    """values[index] (None: all of them; values None stays None)."""
-    return values if values is None or index is None else values[index]
+#: The likelihood's noise in a module's state (names of ``state_dict``).
+NOISE_STATE = "likelihood.noise_covar.raw_noise"
+
+
+def noise_floor_in_state(state) -> torch.Tensor:
+    """Each view's noise floor [V] from a module's saved state (of either format version)."""
+    key = f"{NOISE_STATE}_constraint.lower_bound"
+    return (state[key] if key in state else state["raw_noise_constraint.lower_bound"]).reshape(-1)
+
+
+def _noise_of_format_version_1(state, prefix, *args):
+    """Load-state pre-hook: a state whose noise is a raw tensor ``raw_noise`` [V] with its own constraint
+    (model files of format version 1) is renamed to the likelihood's parameter [V, 1] in place."""
+    for old, new in (("raw_noise", NOISE_STATE), ("raw_noise_constraint.lower_bound",
+                                                   f"{NOISE_STATE}_constraint.lower_bound"),
+                     ("raw_noise_constraint.upper_bound", f"{NOISE_STATE}_constraint.upper_bound")):
+        if prefix + old in state:
+            value = state.pop(prefix + old)
+            state[prefix + new] = value.reshape(-1, 1) if value.dim() else value

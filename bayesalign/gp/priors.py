@@ -37,10 +37,6 @@ class StandardNormalPrior:
     def kl(self, mean: torch.Tensor, variance: torch.Tensor) -> torch.Tensor:
         return 0.5 * (mean.square() + variance - variance.log() - 1.0).sum()
 
-    def kl_and_gradient(self, mean: torch.Tensor, variance: torch.Tensor):
-        """``(KL, dKL/dmean, dKL/dvariance)``, for the hand-chained gradient of the collapsed bound."""
-        return self.kl(mean, variance), mean, 0.5 - 0.5 / variance
-
     def check(self, n_entities: int) -> None:
         """Nothing to check: the prior has no size."""
 
@@ -124,15 +120,6 @@ class GraphLaplacianPrior:
         quadratic = (mean * torch.sparse.mm(P, mean)).sum()  # sum_q mu_q' P mu_q
         return 0.5 * ((diagonal[:, None] * variance).sum() + quadratic - E * Q
                       - Q * self.log_det_precision - variance.log().sum())
-
-    def kl_and_gradient(self, mean: torch.Tensor, variance: torch.Tensor):
-        """``(KL, P mean, (diag(P) - 1 / variance) / 2)``: the KL and its gradients in closed form."""
-        P, diagonal = self._tensors(mean)
-        P_mean = torch.sparse.mm(P, mean)  # [E, Q]
-        E, Q = mean.shape
-        value = 0.5 * ((diagonal[:, None] * variance).sum() + (mean * P_mean).sum() - E * Q
-                       - Q * self.log_det_precision - variance.log().sum())
-        return value, P_mean, 0.5 * (diagonal[:, None] - 1.0 / variance)
 
     def to_json(self) -> dict:
         L = self.laplacian.tocoo()

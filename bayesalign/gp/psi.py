@@ -26,11 +26,14 @@ in :math:`\Psi_2` (derived in the private helpers below; GPy has them for RBF/li
 RBF x linear). Bias (constant) and white (diagonal-only) terms complete the usual GP-LVM kernel.
 Any other GPyTorch kernel is integrated by tensor-product Gauss-Hermite quadrature.
 
-Summed statistics of ``ScaleKernel(RBFKernel)`` on all dimensions (plus bias / white terms) come
-from one fused custom autograd Function, :func:`bayesalign.gp.functions.rbf_psi.rbf_psi_statistics`
-(psi0, psi1 and psi2 in one forward, hand-written backward, memory linear in N); for other sums the
-summed RBF :math:`\Psi_2` goes through :func:`bayesalign.gp.functions.rbf_psi2.rbf_psi2`. The
-plain-torch path here stays as their reference (``fast=False``).
+As GPflow's ``expectations``, the statistics are chosen by the class of each term's kernel: one
+function per kernel family for a term's own statistics (:data:`_TERM_STATISTICS`) and one per pair of
+families for the cross terms of a sum (:data:`_CROSS_TERMS`). The lookup is by the exact class: a
+subclass may change the kernel's function (its ``forward``), for which the closed form would be wrong,
+so a class without a rule (a subclass included) is integrated by quadrature. The RBF family's
+summed statistics go through its custom autograd Function,
+:func:`bayesalign.gp.functions.rbf_psi.rbf_psi_statistics` (psi1 and psi2 in one forward, hand-written
+backward, memory linear in N); the plain-torch formulas here are its reference (``fast=False``).
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from gpytorch.kernels import ConstantKernel, Kernel, LinearKernel, RBFKernel
 from torch import Tensor
 
-from .functions.rbf_psi import rbf_psi_statistics, with_bias_and_white
-from .functions.rbf_psi2 import rbf_psi2
-from .kernels import _kernel_terms, _rbf_parts, _Term
+from .functions.rbf_psi import rbf_psi_statistics
+from .kernels import WhiteKernel, _kernel_terms, _Term
 
 __all__ = ["PsiStatistics", "psi_statistics", "rbf_psi1", "supports_analytic"]
 
@@ -70,7 +73,7 @@ def supports_analytic(kernel) -> bool:
     >>> supports_analytic(make_kernel("rbf+linear", 2, bias=True)), supports_analytic(make_kernel("matern52", 2))
     (True, False)
     """
-    return all(t.kind != "other" for t in _kernel_terms(kernel))
+    return all(_has_closed_form(t.leaf) for t in _kernel_terms(kernel))
 
 
 def psi_statistics(
@@ -82,8 +85,8 @@ def psi_statistics(
     Parameters
     ----------
     kernel : gpytorch.kernels.Kernel
-        ``ScaleKernel(RBFKernel)`` (ARD or not), ``LinearKernel`` (ARD variances), ``ConstantKernel``
-        (bias), :class:`~bayesalign.gp.kernels.WhiteKernel`, ``ScaleKernel`` over any of these and
+        ``RBFKernel`` (ARD or not), ``LinearKernel`` (ARD variances), ``ConstantKernel`` (bias),
+        :class:`~bayesalign.gp.kernels.WhiteKernel`, ``ScaleKernel`` over any of these and
         ``AdditiveKernel`` sums; ``active_dims`` are honoured. Any other kernel is integrated by
         Gauss-Hermite quadrature (slower and approximate; warns once per kernel class).
     mu : Tensor [N, Q]
@@ -100,11 +103,9 @@ def psi_statistics(
         ``n_quadrature ** d`` nodes for a kernel on d dimensions). Default: as many as keep the grid
         at most 4096 nodes, between 2 and 10 points per dimension.
     fast : bool
-        Use the custom autograd Functions (equal to the reference path to round-off; set False to get
-        the plain-torch reference): for summed statistics of ``ScaleKernel(RBFKernel)`` on all
-        dimensions, plus any bias / white terms, all three statistics come from one fused Function
-        (:func:`~bayesalign.gp.functions.rbf_psi.rbf_psi_statistics`); otherwise the summed RBF psi2
-        goes through :func:`~bayesalign.gp.functions.rbf_psi2.rbf_psi2`.
+        The summed statistics of each RBF term through the RBF family's custom autograd Function
+        (:func:`~bayesalign.gp.functions.rbf_psi.rbf_psi_statistics`); False: the plain-torch
+        formulas (its reference; equal to round-off).
 
     Returns
     -------
@@ -123,32 +124,35 @@ def psi_statistics(
     """
     mu, S, Z = _check_inputs(mu, S, Z)
     terms = _kernel_terms(kernel)
-    if fast and not per_point:
-        fused = _fused_rbf_statistics(terms, mu, S, Z)
-        if fused is not None:
-            return fused
-    quadrature = _Quadrature(mu, S, n_quadrature)
-    psi1_of = {}  # term index -> [N, M]; reused by the cross terms
-
-    psi0 = sum(_psi0(t, mu, S, quadrature) for t in terms)  # [N]
-    psi1 = 0
-    for i, t in enumerate(terms):
-        psi1_of[i] = _psi1(t, mu, S, Z, quadrature)  # [N, M]
-        psi1 = psi1 + psi1_of[i]
-
+    context = _Context(mu, S, Z, per_point, fast, _Quadrature(mu, S, n_quadrature))
+    own = [_TERM_STATISTICS.get(type(t.leaf), _quadrature_statistics)(t, context) for t in terms]  # per term
     N, M = mu.shape[0], Z.shape[0]
+    psi0 = sum(stats.psi0 for stats in own) + mu.new_zeros(N)  # terms may give scalars: broadcast to [N]
+    psi1 = sum(stats.psi1 for stats in own) + mu.new_zeros(N, M)
     psi2 = mu.new_zeros((N, M, M) if per_point else (M, M))
-    for i, j in itertools.combinations_with_replacement(range(len(terms)), 2):
-        pair = _psi2_pair(terms[i], terms[j], i == j, mu, S, Z, psi1_of[i], psi1_of[j], per_point, quadrature, fast)
-        if pair is None:
-            continue
-        psi2 = psi2 + (pair if i == j else pair + pair.transpose(-1, -2))
+    for stats in own:
+        if stats.psi2 is not None:
+            psi2 = psi2 + stats.psi2
+    for i, j in itertools.combinations(range(len(terms)), 2):
+        cross = _cross_term(terms[i], terms[j], own[i].psi1, own[j].psi1, context)
+        if cross is not None:  # E[k_i(z_m, x) k_j(x, z_k)] + E[k_j(z_m, x) k_i(x, z_k)]
+            psi2 = psi2 + cross + cross.transpose(-1, -2)
+    return PsiStatistics(psi0 if per_point else psi0.sum(), psi1, psi2)
 
-    psi0 = psi0 + mu.new_zeros(N)  # terms may give scalars (bias, RBF): broadcast to [N]
-    psi1 = psi1 + mu.new_zeros(N, M)
-    if not per_point:
-        psi0 = psi0.sum()
-    return PsiStatistics(psi0, psi1, psi2)
+
+class _Context(NamedTuple):
+    """What every rule needs: q(X), the inducing inputs, the options and the quadrature rule."""
+
+    mu: Tensor  # [N, Q]
+    S: Tensor  # [N, Q]
+    Z: Tensor  # [M, Q]
+    per_point: bool
+    fast: bool
+    quadrature: _Quadrature
+
+    def summed(self, per_point_psi2: Tensor) -> Tensor:
+        """psi2 [N, M, M] as asked: per point, or summed over the points [M, M]."""
+        return per_point_psi2 if self.per_point else per_point_psi2.sum(0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -176,47 +180,69 @@ def _check_inputs(mu, S, Z):
 
 
 # ---------------------------------------------------------------------------------------------------
-# fused path: one RBF term on every dimension (+ bias / white terms), summed statistics
+# a term's own statistics, by the class of its kernel
 # ---------------------------------------------------------------------------------------------------
 
 
-def _fused_rbf_statistics(terms, mu, S, Z) -> PsiStatistics | None:
-    r"""The summed statistics through :class:`~bayesalign.gp.functions.rbf_psi.RBFPsiStatistics`, or None.
+class _TermStatistics(NamedTuple):
+    """psi0 [N] (or a scalar that broadcasts), psi1 [N, M] (or broadcastable), psi2 [N, M, M] / [M, M] or None
+    (zero) of one term."""
 
-    Applies when the kernel is one RBF term on all dimensions plus any bias / white terms. All bias
-    terms act as one constant :math:`b`: :math:`\psi_0 \mathrel{+}= N b`, :math:`\Psi_1 \mathrel{+}= b`,
-    :math:`\Psi_2 \mathrel{+}= b (\mathbf{1} \Psi_1^{rbf} + (\mathbf{1} \Psi_1^{rbf})^\top) + N b^2`
-    (the bias x RBF cross terms of :func:`_psi2_pair`); a white term only adds :math:`N \sigma_w^2` to psi0.
-    """
-    N, Q = mu.shape
-    parts = _rbf_parts(terms, Q, mu)
-    if parts is None:
-        return None
-    psi0, psi1, psi2 = rbf_psi_statistics(parts.variance, parts.lengthscale, mu, S, Z)
-    if parts.bias is None and parts.white is None:
-        return PsiStatistics(psi0, psi1, psi2)
-    one = [None if t is None else t.reshape(1) for t in (parts.bias, parts.white)]  # a batch of one kernel
-    psi0, psi1, psi2, _ = with_bias_and_white(psi0.reshape(1), psi1[None], psi2[None], *one, N)
-    return PsiStatistics(psi0[0], psi1[0], psi2[0])
+    psi0: Tensor
+    psi1: Tensor
+    psi2: Tensor | None
 
 
-# ---------------------------------------------------------------------------------------------------
-# psi0 and psi1 per term
-# ---------------------------------------------------------------------------------------------------
-
-
-def _psi0(t: _Term, mu, S, quadrature) -> Tensor:
-    """E[k(x_n, x_n)], [N] (or a scalar that broadcasts)."""
-    if t.kind == "rbf":
-        return t.scale(mu)
-    if t.kind == "linear":
-        return (mu.square() + S) @ t.linear_variances(mu.shape[1], mu)
-    if t.kind in ("bias", "white"):
-        return t.constant(mu)
-    x, w = quadrature.nodes((t,))  # [N, J, Q], [J]
+def _quadrature_statistics(t: _Term, c: _Context) -> _TermStatistics:
+    """A kernel without a closed form: Gauss-Hermite quadrature on the dimensions it sees."""
+    x, w = c.quadrature.nodes((t,))  # [N, J, Q], [J]
     N, J, Q = x.shape
     flat = x.reshape(N * J, Q)
-    return t.evaluate(flat, flat, diag=True).reshape(N, J) @ w
+    psi0 = t.evaluate(flat, flat, diag=True).reshape(N, J) @ w  # [N]
+    K = c.quadrature.kernel_at_nodes(t, c.Z)  # [N, M, J]
+    return _TermStatistics(psi0, K @ w, _quadrature_psi2(K, K, w, c.per_point))
+
+
+def _rbf_statistics(t: _Term, c: _Context) -> _TermStatistics:
+    """RBF-ARD: the summed statistics through its custom Function (``fast``), else the plain formulas."""
+    variance, precision = t.scale(c.mu), t.precision(c.mu.shape[1], c.mu)
+    if c.fast and not c.per_point:
+        _, psi1, psi2 = rbf_psi_statistics(variance, precision, c.mu, c.S, c.Z)
+        return _TermStatistics(variance, psi1, psi2)
+    psi2 = _rbf_rbf_psi2(variance, precision, variance, precision, c.mu, c.S, c.Z)  # [N, M, M]
+    return _TermStatistics(variance, rbf_psi1(variance, precision, c.mu, c.S, c.Z), c.summed(psi2))
+
+
+def _linear_statistics(t: _Term, c: _Context) -> _TermStatistics:
+    """Linear-ARD: psi0 = sum_q a_q (mu^2 + S), psi1 = mu A Z', psi2 = Z A (mu mu' + diag S) A Z'."""
+    a = t.linear_variances(c.mu.shape[1], c.mu)  # [Q]
+    psi2 = _linear_linear_psi2(a, a, c.mu, c.S, c.Z, c.per_point)
+    return _TermStatistics((c.mu.square() + c.S) @ a, c.mu @ (c.Z * a).T, psi2)
+
+
+def _bias_statistics(t: _Term, c: _Context) -> _TermStatistics:
+    """A constant b: psi0 = b, psi1 = b, psi2 = b^2 per point."""
+    b = t.constant(c.mu)
+    n = 1 if c.per_point else c.mu.shape[0]
+    return _TermStatistics(b, b, (n * b.square()).expand(c.Z.shape[0], c.Z.shape[0]))
+
+
+def _white_statistics(t: _Term, c: _Context) -> _TermStatistics:
+    """White noise w [x = x']: psi0 = w; psi1 = psi2 = 0 (x_n != z_m almost surely)."""
+    return _TermStatistics(t.constant(c.mu), c.mu.new_zeros(()), None)
+
+
+#: kernel class -> the rule for a term's own (psi0, psi1, psi2); any other class: quadrature
+_TERM_STATISTICS = {
+    RBFKernel: _rbf_statistics,
+    LinearKernel: _linear_statistics,
+    ConstantKernel: _bias_statistics,
+    WhiteKernel: _white_statistics,
+}
+
+
+def _has_closed_form(leaf: Kernel) -> bool:
+    return type(leaf) in _TERM_STATISTICS
 
 
 def rbf_psi1(variance, precision, mu, S, Z) -> Tensor:
@@ -236,59 +262,77 @@ def rbf_psi1(variance, precision, mu, S, Z) -> Tensor:
     return variance * torch.exp(log_norm.unsqueeze(1) - 0.5 * quad)
 
 
-def _psi1(t: _Term, mu, S, Z, quadrature) -> Tensor:
-    """E[k(x_n, z_m)], [N, M] (or a scalar that broadcasts)."""
-    Q = mu.shape[1]
-    if t.kind == "rbf":
-        return rbf_psi1(t.scale(mu), t.precision(Q, mu), mu, S, Z)
-    if t.kind == "linear":
-        return mu @ (Z * t.linear_variances(Q, mu)).T
-    if t.kind == "bias":
-        return t.constant(mu).expand(mu.shape[0], Z.shape[0])
-    if t.kind == "white":  # x_n != z_m almost surely
-        return mu.new_zeros(mu.shape[0], Z.shape[0])
-    return quadrature.kernel_at_nodes(t, Z) @ quadrature.weights((t,))  # [N, M, J] @ [J]
-
-
 # ---------------------------------------------------------------------------------------------------
-# psi2: E[k_i(z_m, x) k_j(x, z_k)] for each ordered pair of terms
+# cross terms E[k_i(z_m, x) k_j(x, z_k)] of a sum, by the classes of the two kernels
 # ---------------------------------------------------------------------------------------------------
 
 
-def _psi2_pair(ti, tj, same, mu, S, Z, psi1_i, psi1_j, per_point, quadrature, fast):
-    """[N, M, M] (per_point) or [M, M]; None when identically zero."""
-    kinds = (ti.kind, tj.kind)
-    N, Q = mu.shape
-    M = Z.shape[0]
-    if "white" in kinds:  # a white term is zero off the (measure-zero) diagonal
-        return None
-    if ti.kind == "bias" or tj.kind == "bias":
-        # E[b k(x, z_k)] = b psi1[n, k]: the bias is constant in x.
-        if ti.kind == "bias":
-            left, right = ti.constant(mu).expand(N, M), psi1_j + mu.new_zeros(N, M)  # [N, M] each
-        else:
-            left, right = psi1_i + mu.new_zeros(N, M), tj.constant(mu).expand(N, M)
-        return left.unsqueeze(2) * right.unsqueeze(1) if per_point else left.T @ right
-    if kinds == ("rbf", "rbf"):
-        vi, pi = ti.scale(mu), ti.precision(Q, mu)
-        if same and fast and not per_point:
-            return rbf_psi2(vi, pi, mu, S, Z)
-        out = _rbf_rbf_psi2(vi, pi, tj.scale(mu), tj.precision(Q, mu), mu, S, Z)  # [N, M, M]
-        return out if per_point else out.sum(0)
-    if kinds == ("linear", "linear"):
-        return _linear_linear_psi2(ti.linear_variances(Q, mu), tj.linear_variances(Q, mu), mu, S, Z, per_point)
-    if kinds == ("rbf", "linear"):
-        return _rbf_linear_psi2(psi1_i, ti.precision(Q, mu), tj.linear_variances(Q, mu), mu, S, Z, per_point)
-    if kinds == ("linear", "rbf"):
-        out = _rbf_linear_psi2(psi1_j, tj.precision(Q, mu), ti.linear_variances(Q, mu), mu, S, Z, per_point)
-        return out.transpose(-1, -2)
-    # at least one term without a closed form: Gauss-Hermite on the union of their dimensions
-    Ki = quadrature.kernel_at_nodes(ti, Z, with_terms=(ti, tj))  # [N, M, J]
-    Kj = Ki if same else quadrature.kernel_at_nodes(tj, Z, with_terms=(ti, tj))
-    w = quadrature.weights((ti, tj))  # [J]
+def _bias_cross(ti, tj, psi1_i, psi1_j, c):
+    """E[b k_j(x, z_k)] = b psi1_j[n, k]: the bias is constant in x."""
+    N, M = c.mu.shape[0], c.Z.shape[0]
+    left, right = ti.constant(c.mu).expand(N, M), psi1_j + c.mu.new_zeros(N, M)  # [N, M] each
+    return left.unsqueeze(2) * right.unsqueeze(1) if c.per_point else left.T @ right
+
+
+def _white_cross(ti, tj, psi1_i, psi1_j, c):
+    """A white term is zero off the (measure-zero) diagonal."""
+    return None
+
+
+def _rbf_rbf_cross(ti, tj, psi1_i, psi1_j, c):
+    Q = c.mu.shape[1]
+    return c.summed(_rbf_rbf_psi2(ti.scale(c.mu), ti.precision(Q, c.mu), tj.scale(c.mu), tj.precision(Q, c.mu),
+                                  c.mu, c.S, c.Z))
+
+
+def _rbf_linear_cross(ti, tj, psi1_i, psi1_j, c):
+    Q = c.mu.shape[1]
+    return _rbf_linear_psi2(psi1_i, ti.precision(Q, c.mu), tj.linear_variances(Q, c.mu), c.mu, c.S, c.Z,
+                            c.per_point)
+
+
+def _linear_linear_cross(ti, tj, psi1_i, psi1_j, c):
+    Q = c.mu.shape[1]
+    return _linear_linear_psi2(ti.linear_variances(Q, c.mu), tj.linear_variances(Q, c.mu), c.mu, c.S, c.Z,
+                               c.per_point)
+
+
+def _quadrature_cross(ti, tj, psi1_i, psi1_j, c):
+    """At least one term without a closed form: Gauss-Hermite on the union of their dimensions."""
+    Ki = c.quadrature.kernel_at_nodes(ti, c.Z, with_terms=(ti, tj))  # [N, M, J]
+    Kj = c.quadrature.kernel_at_nodes(tj, c.Z, with_terms=(ti, tj))
+    return _quadrature_psi2(Ki, Kj, c.quadrature.weights((ti, tj)), c.per_point)
+
+
+#: (class of k_i, class of k_j) -> the rule for E[k_i(z_m, x) k_j(x, z_k)], either way round (the result then
+#: transposed); ``Kernel`` in the second place: any other class. A pair without a rule: quadrature.
+_CROSS_TERMS = {
+    (RBFKernel, RBFKernel): _rbf_rbf_cross,
+    (RBFKernel, LinearKernel): _rbf_linear_cross,
+    (LinearKernel, LinearKernel): _linear_linear_cross,
+    (WhiteKernel, Kernel): _white_cross,
+    (ConstantKernel, Kernel): _bias_cross,
+}
+
+
+def _cross_term(ti: _Term, tj: _Term, psi1_i, psi1_j, c: _Context):
+    """E[k_i(z_m, x_n) k_j(x_n, z_k)] [N, M, M] (per point) or [M, M], or None when identically zero."""
+    class_i, class_j = type(ti.leaf), type(tj.leaf)
+    for key, swapped in (((class_i, class_j), False), ((class_j, class_i), True), ((class_i, Kernel), False),
+                         ((class_j, Kernel), True)):
+        if key in _CROSS_TERMS:
+            if not swapped:
+                return _CROSS_TERMS[key](ti, tj, psi1_i, psi1_j, c)
+            out = _CROSS_TERMS[key](tj, ti, psi1_j, psi1_i, c)
+            return None if out is None else out.transpose(-1, -2)
+    return _quadrature_cross(ti, tj, psi1_i, psi1_j, c)
+
+
+def _quadrature_psi2(Ki, Kj, w, per_point):
+    """sum_j w_j K_i[n, m, j] K_j[n, k, j]: [N, M, M] per point, else summed [M, M]."""
     if per_point:
         return (Ki * w) @ Kj.transpose(1, 2)
-    J = w.shape[0]
+    N, M, J = Ki.shape
     return (Ki * w).transpose(0, 1).reshape(M, N * J) @ Kj.transpose(0, 1).reshape(M, N * J).T
 
 
@@ -420,7 +464,7 @@ class _Quadrature:
     def _warn(self, terms):
         for t in terms:
             name = type(t.leaf).__name__
-            if t.kind == "other" and name not in _WARNED_QUADRATURE:
+            if not _has_closed_form(t.leaf) and name not in _WARNED_QUADRATURE:
                 _WARNED_QUADRATURE.add(name)
                 d = len(self._columns((t,)))
                 warnings.warn(
