@@ -24,7 +24,9 @@ extensions = [
 
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": True, "show-inheritance": True}
+# members a class inherits from bayesalign classes are shown; those of scikit-learn, Python and the stdlib are not
+autodoc_default_options = {"members": True, "show-inheritance": True,
+                           "inherited-members": "BaseEstimator, Exception, Mapping, tuple"}
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 napoleon_google_docstring = False
@@ -47,12 +49,16 @@ html_static_path = ["_static"] if (Path(__file__).parent / "_static").is_dir() e
 html_title = "bayesalign"
 
 
-def _skip_metadata_routing(app, what, name, obj, skip, options):
-    """Leave out scikit-learn's generated ``set_*_request`` methods (metadata routing, not bayesalign's API)."""
+def _skip_foreign_members(app, what, name, obj, skip, options):
+    """Leave out the members a class inherits from scikit-learn or the standard library (``get_params``,
+    metadata routing, ``Mapping.get``): they are documented where they are defined."""
     if name.startswith("set_") and name.endswith("_request"):
+        return True
+    module = getattr(getattr(obj, "fget", obj), "__module__", None)
+    if what == "class" and module is not None and not module.startswith("bayesalign"):
         return True
     return None
 
 
 def setup(app):
-    app.connect("autodoc-skip-member", _skip_metadata_routing)
+    app.connect("autodoc-skip-member", _skip_foreign_members)
