@@ -6,6 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gallery_scraper
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # the examples run on a shared laptop-sized machine
 
 import bayesalign  # noqa: E402
@@ -35,6 +36,7 @@ napoleon_use_rtype = False
 napoleon_use_ivar = True  # "Attributes" sections as fields: the properties are documented as members already
 
 sphinx_gallery_conf = {
+    "image_scrapers": ("gallery_scraper.figure_scraper",),  # a name: the configuration stays cacheable
     "examples_dirs": "examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",

@@ -64,7 +64,8 @@ print(rna.obsm["X_bayesalign"].shape, sorted(rna.uns["bayesalign"]["pairs"]))
 fig, ax = plt.subplots(figsize=(5, 4))
 for view, adata, marker in (("rna", rna, "o"), ("protein", protein, "x")):
     z = adata.obsm["X_bayesalign"]
-    ax.scatter(z[:, 0], z[:, 1], c=adata.obs["cell_type"].cat.codes, marker=marker, s=12, label=view)
+    ax.scatter(z[:, 0], z[:, 1], c=adata.obs["cell_type"].cat.codes, marker=marker, s=12)
+    ax.scatter([], [], c="gray", marker=marker, label=view)  # the legend names the modality, colour is cell type
 ax.set_xlabel("latent 1")
 ax.set_ylabel("latent 2")
 ax.legend()

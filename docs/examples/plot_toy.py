@@ -9,8 +9,6 @@ tiny settings (4 latent dimensions, 10 inducing inputs, 100 L-BFGS evaluations) 
 runs in seconds.
 """
 
-import matplotlib.pyplot as plt
-
 import bayesalign as ba
 
 problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=10).shuffle_unaligned(seed=0)
@@ -31,5 +29,4 @@ print(f"Kendall-tau distance (0 perfect, 0.5 random): {ba.metrics.kendall_tau_di
 # The ARD relevance of each view's latent dimensions: a dimension both views use is shared, one
 # only a single view uses is private to it.
 
-ba.plot.plot_relevance(mad)
-plt.show()
+relevance = ba.plot.plot_relevance(mad)
