@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,15 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check bayesalign tests experiments benchmarks
+
+# The documentation site (API reference and executed examples) into docs/_build/html, warnings as errors.
+$(VENV)/.docs-installed: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	rm -rf docs/_build docs/generated docs/auto_examples
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -356,7 +356,7 @@ def sparse_assignment(candidates, cost=None, points=None, metric: str = "euclide
     the pairs (i, i) are added first. After ``max_rounds`` rounds the dense problem is solved
     instead (``fallback``). So the result is never silently suboptimal: ``info`` says
     ``certified`` (True once proven, or solved densely), ``rounds``, ``fallback`` and
-    ``n_candidates``. Up to floating point: reduced costs down to -1e-9 (1 + max |C|) pass.
+    ``n_candidates``. Up to floating point: reduced costs down to -1e-9 (1 + max ``|C|``) pass.
 
     The objective is that of :func:`linear_assignment` (same ``cost_limit`` semantics; with a
     limit the candidate graph is augmented with dummies).

@@ -50,7 +50,7 @@ def _slack(n_a: int, n_b: int, cost_limit):
     Returns (row_mass, col_mass, cost): the mass of an extra row and of an extra column (0: none)
     and their cost to every real point. With ``cost_limit`` L: SuperGlue's dustbins, a row of mass
     n_b and a column of mass n_a at cost L/2 (zero where they meet). Without: a slack row or column
-    at cost 0 that takes the larger view's surplus |n_b - n_a|.
+    at cost 0 that takes the larger view's surplus ``|n_b - n_a|``.
     """
     if cost_limit is not None:
         return float(n_b), float(n_a), 0.5 * float(cost_limit)
@@ -115,7 +115,7 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
 
     * square, no limit: rows and columns sum to 1 (doubly stochastic);
     * rectangular, no limit: the smaller view's rows sum to 1, the larger view's to at most 1:
-      a slack row (or column) at cost 0 takes the larger view's surplus mass |n_b - n_a|
+      a slack row (or column) at cost 0 takes the larger view's surplus mass ``|n_b - n_a|``
       (as T -> 0 this is the rectangular assignment's linear programme);
     * with ``cost_limit = L``: SuperGlue's dustbin (Sarlin et al. 2020, section 3.2): an extra
       row and column with cost L/2 (zero where they meet) and masses n_b and n_a, so every
@@ -144,7 +144,7 @@ def sinkhorn(cost, temperature: float = 1.0, cost_limit=None, n_iter: int = 1000
     n_iter, tol : int, float
         Maximum iterations (over all temperature stages; once spent, each remaining stage still
         gets one, so that the result is at T); tolerance on the marginal error, the
-        largest |column mass / target - 1| (the rows are exact after each iteration).
+        largest ``|column mass / target - 1|`` (the rows are exact after each iteration).
     warm_start : (f, g, T0), optional
         Potentials in cost units of the augmented problem, :math:`(T_0 \alpha, T_0 \beta)` of a solve of the
         same costs at temperature T0, and T0: the solve starts from them (epsilon scaling from T0 down, or a
@@ -247,7 +247,7 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     candidate pairs. Each sweep is two sparse products in the stabilised scaling form (potentials
     absorbed as the scalings grow; log-domain sweeps where a row's or column's kernel underflows).
     Memory and time per sweep O(edges). Stops at ``tol`` (largest
-    |column mass / target - 1|) or after ``n_iter`` sweeps in all; rows / columns above 1 are
+    ``|column mass / target - 1|``) or after ``n_iter`` sweeps in all; rows / columns above 1 are
     then scaled down, as in :func:`sinkhorn_marginals`. Our own: POT has no sparse Sinkhorn.
 
     Leaving pairs out is not harmless: every row must put its unit mass on its candidates, so a

@@ -91,6 +91,8 @@ class JointLaplacianAlignment(SpectralAlignment):
         ``info["eigenvalues"]`` holds the ``n_components`` eigenvalues (the cost of section 5.2.2).
     eigenvalues_ : ndarray (n_components,)
 
+    Notes
+    -----
     Fitting needs anchors (``problem.anchors`` or ``fit(problem, anchors=...)``, e.g. a
     correspondence found by :mod:`bayesalign.spectral.local_patterns`).
 

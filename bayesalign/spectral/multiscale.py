@@ -69,7 +69,7 @@ def diffusion_wavelets(T, epsilon: float = 1e-6, max_levels: int = 12, *, min_di
     with Phi_0 the identity (the original coordinates). Level k of the output is
     ``Phi_{k+1}``: an orthonormal basis of the range of T^(2^k) at precision epsilon,
     i.e. for a symmetric T the span of the eigenvectors with
-    |lambda|^(2^k) >= epsilon (section 5.3.3, "Optimal Solutions").
+    ``|lambda|^(2^k) >= epsilon`` (section 5.3.3, "Optimal Solutions").
 
     This implementation is dense (one n x n pivoted QR at the first level, then
     d_k x d_k ones); the sparse QR of the original algorithm is not used.
