@@ -47,7 +47,8 @@ def main(argv=None) -> int:
         problem = mad_toy("linear_shared_private", seed=0, n=args.n_init + n_star)
         problem = problem.split_anchors(args.n_init, seed=0).shuffle_unaligned(seed=0)
         start = time.perf_counter()
-        mad = MAD(latent_dim=5, num_inducing=25, seed=0, engine_options=dict(max_iter=300, warmup_iters=100)).fit(problem)
+        mad = MAD(latent_dim=5, num_inducing=25, seed=0,
+                  engine_options=dict(max_iter=300, warmup_iters=100)).fit(problem)
         fit_total = time.perf_counter() - start
         t = mad.timings_
         print(f"N* = {n_star}: MRD fit {t['fit_seconds']:.1f} s, inference {t['infer_seconds']:.1f} s "

@@ -46,7 +46,7 @@ def main(argv=None):
         problem = subsample(base, min(n, base.views.n_samples[base.views.names[0]])).split_anchors(0.1, seed=0)
         a, b = problem.views.names[:2]
         start = time.perf_counter()
-        ba.spectral.JointLaplacianAlignment(n_components=5).fit(problem).embedding_
+        ba.spectral.JointLaplacianAlignment(n_components=5).fit(problem)
         reference = time.perf_counter() - start
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
