@@ -915,7 +915,7 @@ class MAD(PosteriorMatching, BaseEstimator):
                                         kernel=self.kernel,
                                         seed=self.seed, device=self.device, progress=self.progress,
                                         **options).fit(arrays, observed=rows)
-            mean, var = self.model_.latent_mean_, self.model_.latent_variance_  # [E, Q] each
+            mean, var = self.model_.entity_means_, self.model_.entity_variances_  # [E, Q] each
         else:
             from .gp import MRD
 
@@ -1143,7 +1143,7 @@ class MAD(PosteriorMatching, BaseEstimator):
             return LatentEmbedding({v: np.asarray(mean[rows[v]]) for v in problem.views.names},
                                    {v: np.asarray(var[rows[v]]) for v in problem.views.names},
                                    shared_dims=self.shared_dims_[first], method="mad", info=info)
-        latent = self.model_.latent_
+        latent = self.model_.embedding_
         group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
         group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
         means, variances = {}, {}
@@ -1173,7 +1173,7 @@ class MAD(PosteriorMatching, BaseEstimator):
     def _entity_posteriors(self) -> tuple[np.ndarray, np.ndarray]:
         """q(X) of every entity of the all-rows model: (means, variances) [n_entities, Q]."""
         if self.engine == "svi":
-            return self.model_.latent_mean_, self.model_.latent_variance_
+            return self.model_.entity_means_, self.model_.entity_variances_
         return self.model_.entity_means_, self.model_.entity_variances_
 
     def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MAD:

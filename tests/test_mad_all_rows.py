@@ -114,7 +114,7 @@ def test_svi_engine_fits_every_row_and_matches(toy):
     assert isinstance(mad.model_, ba.gp.StochasticMRD)
     assert mad.latent_prior_ == "graph"  # the same graph prior as the collapsed engine
     free, mean, _ = mad.posteriors_["Y2"]
-    np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
+    np.testing.assert_array_equal(mean, mad.model_.entity_means_[mad.entities_[1]["Y2"][free]])
     # measured 0.87 with the graph prior (0.72 under N(0, I); 300 epochs, seed 0; the collapsed engine 0.89)
     assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
     # the streaming matcher: each arrival inferred as StochasticMRD.infer does (raised a TypeError until 2026-11-25)
@@ -148,8 +148,8 @@ def test_svi_engine_leaves_missing_entries_out_and_still_matches(toy):
     for view, index in (("Y1", toy.anchors_between("Y1", "Y2").index_a),
                         ("Y2", toy.anchors_between("Y1", "Y2").index_b)):
         mean, _ = mad.model_.infer(view, holed[view][index])
-        joint = mad.model_.latent_mean_[rows[view][index]]
-        spread = np.sqrt((mad.model_.latent_mean_[:, dims].var(0)).mean())
+        joint = mad.model_.entity_means_[rows[view][index]]
+        spread = np.sqrt((mad.model_.entity_means_[:, dims].var(0)).mean())
         assert np.sqrt(((mean - joint)[:, dims] ** 2).mean()) < 0.25 * spread
 
 
@@ -369,7 +369,7 @@ def test_correspondence_rounds_run_on_the_svi_engine(toy):
     kept = next(h for h in history if h["kept"])
     assert mad._anchor_foscttm("Y1", "Y2") == pytest.approx(kept["anchor_foscttm"], abs=1e-6)
     free, mean, _ = mad.posteriors_["Y2"]
-    np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
+    np.testing.assert_array_equal(mean, mad.model_.entity_means_[mad.entities_[1]["Y2"][free]])
 
 
 def test_the_svi_engine_can_share_the_dimensions_both_views_resolve(toy):
