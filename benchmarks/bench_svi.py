@@ -40,7 +40,14 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   reverse mode through GPyTorch's predictive mean (``ViewGP.marginals``, what it did before), side by side in
   one run, and the largest relative difference of the two resolutions.
 
-Run:  python benchmarks/bench_svi.py --agreement
+--convergence: the default StochasticMRD (``--inits`` auto, i.e. the collapsed start, and pca beside it) against
+  the collapsed MRD (its defaults) on the reference toy of tests/test_mrd.py (2 views, N=100, D=10, Q=3, M=15), on
+  mocap and on the digit halves (digit 0, and all digits: more entities than the collapsed start's subsample),
+  Q=5, M=20: both bounds on the same footing (the SVI ELBO with q(u) at its optimum given the other parameters),
+  their relative gap, whether the SVI fit says it converged, its epochs and the seconds of each fit.
+
+Run:  python benchmarks/bench_svi.py --convergence [--only toy mocap]
+      python benchmarks/bench_svi.py --agreement
       python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2] [--init pca]
       python benchmarks/bench_svi.py --missing 0.2 --optimizer lbfgs --init pca --seeds 0 1 2 3 4
       python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
@@ -100,7 +107,7 @@ def agreement(args):
     # the collapsed engine from the SVI fit's q(X) means (its own hyperparameter start): the same optimum?
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = MRD(latent_dim=5, num_inducing=20, max_iter=1000, init=svi.latent_mean_, progress=False,
+        again = MRD(latent_dim=5, num_inducing=20, max_iter=1000, init=svi.entity_means_, progress=False,
                     seed=args.seed).fit(views)
     print(f"  collapsed MRD from the SVI fit's q(X) means: bound {again.elbo():.2f} ({again.n_iter_} evaluations), "
           f"gap to the SVI ELBO {(again.elbo() - elbo) / abs(again.elbo()):.4f}, "
@@ -131,6 +138,57 @@ def agreement(args):
         dims = shared_dimensions(resolution, 1.0, fallback=True, relative=False)
         print(f"  resolution {label} {dict((k, np.round(v, 1).tolist()) for k, v in resolution.items())}, "
               f"shared by resolution (min_resolution 1) {np.asarray(dims).tolist()}")
+
+
+def _elbo_at_optimal_qu(svi) -> float:
+    """The SVI ELBO with q(u) of every Gaussian view at its optimum given the rest (one full-batch natural-gradient
+    step of size 1, exact for a Gaussian likelihood): the collapsed bound at the SVI fit's other parameters."""
+    import copy
+
+    from gpytorch.optim import NGD
+    from pyro.infer import TraceMeanField_ELBO
+
+    model = copy.deepcopy(svi.model_)
+    natural = [p for name, p in model.named_parameters() if "natural_" in name]
+    idx = torch.arange(svi.n_entities_)
+    TraceMeanField_ELBO().differentiable_loss(model.model, model.guide, idx).backward()
+    NGD(natural, num_data=1, lr=1.0).step()
+    with torch.no_grad():
+        return -float(TraceMeanField_ELBO().differentiable_loss(model.model, model.guide, idx))
+
+
+def convergence(args):
+    """The default StochasticMRD against the collapsed MRD on the reference problems (see the module docstring)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from test_mrd import toy_views  # the reference toy of tests/test_mrd.py
+
+    import bayesalign as ba
+    from bayesalign.gp import MRD, StochasticMRD
+
+    problems = {"toy N=100 D=10 (Q=3, M=15)": (toy_views(N=100, D=10, seed=0), 3, 15)}
+    for name, problem in (("mocap", ba.datasets.mocap()), ("digits_halves(0)", ba.datasets.digits_halves()),
+                          ("digits_halves(all)", ba.datasets.digits_halves(digit=None))):
+        views = {k: problem.views[k] for k in problem.views.names}
+        problems[f"{name} N={len(next(iter(views.values())))} (Q=5, M=20)"] = (views, 5, 20)
+    print("collapsed MRD (defaults) against StochasticMRD (defaults; init as given); SVI bound = its ELBO with q(u) "
+          "at its optimum (= the collapsed bound at its other parameters); gap = (MRD - SVI) / |MRD|")
+    print(f"  {'problem':38s} {'init':9s} {'MRD':>11s} {'SVI':>11s} {'gap':>7s} {'converged':>9s} {'epochs':>6s} "
+          f"{'s MRD':>6s} {'s SVI':>6s}")
+    for name, (views, Q, M) in problems.items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        start = time.perf_counter()
+        mrd = MRD(latent_dim=Q, num_inducing=M, progress=False, seed=args.seed).fit(views)
+        t_mrd, bound = time.perf_counter() - start, mrd.elbo()
+        for init in args.inits:
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                svi = StochasticMRD(latent_dim=Q, num_inducing=M, init=init, progress=False, seed=args.seed).fit(views)
+            t_svi = time.perf_counter() - start
+            value = _elbo_at_optimal_qu(svi)
+            print(f"  {name:38s} {init:9s} {bound:11.5g} {value:11.5g} {(bound - value) / abs(bound):7.2%} "
+                  f"{str(svi.converged_):>9s} {svi.n_epochs_:6d} {t_mrd:6.0f} {t_svi:6.0f}", flush=True)
 
 
 def _mad_accuracy(problem, views, seed, args, likelihood=None):
@@ -418,6 +476,9 @@ def scale(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--convergence", action="store_true")
+    parser.add_argument("--inits", nargs="+", default=["auto", "pca"])
+    parser.add_argument("--only", nargs="+", default=None, help="--convergence: problems whose name contains one")
     parser.add_argument("--likelihood", action="store_true")
     parser.add_argument("--scale", action="store_true")
     parser.add_argument("--resolution", action="store_true")
@@ -456,6 +517,8 @@ def main():
     if args.scale_one:
         args.epochs = args.epochs or 1
         return scale_one(args.scale_one, args)
+    if args.convergence:
+        convergence(args)
     if args.agreement:
         args.epochs = args.epochs or 3000
         agreement(args)

@@ -125,7 +125,7 @@ def test_stochastic_mrd_refuses_views_of_different_sizes_without_observed():
         StochasticMRD(**SVI).fit({"a": views["a"], "b": views["b"][:20]})
     # with observed= the same views are a legitimate partial fit
     model = quiet_fit(StochasticMRD(**SVI), {"a": views["a"], "b": views["b"][:20]}, observed={"b": np.arange(20)})
-    assert model.latent_mean_.shape == (30, 2)
+    assert model.entity_means_.shape == (30, 2)
 
 
 def test_stochastic_mrd_infer_refuses_empty_and_non_numeric_rows():

@@ -24,10 +24,9 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning)
     import linear_operator  # noqa: F401
 
-from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM
-from .initialisation import StartError
+from .initialisation import StartError, cca_latent
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .model_file import load_model
 from .mrd import MRD
