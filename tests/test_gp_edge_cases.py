@@ -114,7 +114,8 @@ def test_bad_hyperparameters_are_refused_by_name(param, value):
         BayesianGPLVM(**{**SMALL, param: value}).fit(Y)
 
 
-SVI = dict(latent_dim=2, num_inducing=8, max_epochs=5, warmup_epochs=2, batch_size=30, progress=False, seed=0)
+SVI = dict(latent_dim=2, num_inducing=8, init="pca", max_epochs=5, warmup_epochs=2, batch_size=30,
+           progress=False, seed=0)
 
 
 def test_stochastic_mrd_refuses_views_of_different_sizes_without_observed():

@@ -21,11 +21,18 @@ from ..kernels import ard_relevance, make_kernel
 from ..priors import GraphLaplacianPrior
 from .guide import LatentPosterior, ViewGP
 from .inference import infer_rows
-from .inputs import check_params, likelihood_names, start_name, time_covariance, views_with_nan
+from .inputs import (
+    check_params,
+    constant_columns_dropped,
+    likelihood_names,
+    start_name,
+    time_covariance,
+    views_with_nan,
+)
 from .likelihoods import check_targets, make_likelihood
 from .model import SVIMRDModel
 from .start import collapsed_start, load_collapsed_state
-from .training import normalise_latent, train
+from .training import collapsed_elbo, normalise_latent, train
 
 __all__ = ["StochasticMRD"]
 
@@ -57,7 +64,8 @@ class StochasticMRD(FittedLatentModel):
     Monte Carlo error; at the optimal q(U) it equals the collapsed bound of :class:`~bayesalign.gp.MRD`
     (Titsias & Lawrence, 2010), which it approaches from below.
 
-    Gaussian views are centred per column (observed entries only; ``output_means_``); the other
+    Gaussian views are centred per column (observed entries only; ``output_means_``), their constant
+    columns dropped with a warning as :class:`~bayesalign.gp.MRD` drops them (``kept_columns_``); the other
     likelihoods get a learned constant mean per column. A NaN entry is missing: it is left out of
     its view's likelihood. Partial observation: view v observes the entities ``observed[v]`` (one
     latent point per entity, the mechanism of :class:`~bayesalign.gp.MRD`'s ``observed``).
@@ -187,6 +195,8 @@ class StochasticMRD(FittedLatentModel):
         Per view, the q(X) means and variances of the entities its rows observe; ``shared_dims`` at 0.05.
     noise_variance_ : dict view -> float
         Noise variances of the Gaussian views.
+    kept_columns_ : dict view -> bool array [D_v]
+        The columns modelled (a Gaussian view's constant columns are not).
     output_means_ : dict view -> array [D_v]
         Column means subtracted from the Gaussian views (zeros for the others).
 
@@ -270,12 +280,15 @@ class StochasticMRD(FittedLatentModel):
             M = N
         # Gaussian views centred on their observed entries; the others keep their values (constant mean learned)
         means = [np.nanmean(Y, 0) if lik == "gaussian" else np.zeros(Y.shape[1]) for Y, lik in zip(arrays, likelihoods)]
-        targets = [Y - mu for Y, mu in zip(arrays, means)]
+        kept = [constant_columns_dropped(Y, name) if lik == "gaussian" else np.ones(Y.shape[1], dtype=bool)
+                for name, Y, lik in zip(names, arrays, likelihoods)]
+        targets = [Y[:, keep] - mu[keep] for Y, mu, keep in zip(arrays, means, kept)]
         start = start_name(self, likelihoods, targets, observed)
         X0 = self._initial_latent(start, names, targets, likelihoods, observed, N, Q)
         S0 = np.full((N, Q), float(self.init_variance))
-        if start == "collapsed":
-            mrd, subsample, X0, S0 = collapsed_start(names, targets, X0, self, M)
+        if start == "collapsed":  # the caller's torch RNG is left as it was (MRD's kernels draw from it)
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                mrd, subsample, X0, S0 = collapsed_start(names, targets, X0, self, M)
         rng = np.random.default_rng(self.seed)
         Z0 = X0[rng.choice(N, size=M, replace=False)]  # [M, Q]
         variances = [float(np.nanmean(np.square(Y - np.nanmean(Y, 0)))) for Y in targets]
@@ -325,6 +338,7 @@ class StochasticMRD(FittedLatentModel):
         self.n_entities_ = N
         self._entity_of = observed  # per view the entity of each row, None: paired
         self.output_means_ = dict(zip(names, means))
+        self.kept_columns_ = dict(zip(names, kept))
         self.n_features_in_ = {name: Y.shape[1] for name, Y in zip(names, arrays)}
         self.start_ = start
         if start == "collapsed":
@@ -375,6 +389,11 @@ class StochasticMRD(FittedLatentModel):
                 scaled = poutine.scale(scale=idx.shape[0] / N)
                 total += -float(loss_fn.differentiable_loss(scaled(model.model), scaled(model.guide), idx))
         return total
+
+    def collapsed_elbo(self) -> float:
+        """The collapsed bound at the fitted parameters (:func:`bayesalign.gp.svi.training.collapsed_elbo`)."""
+        self._check_fitted()
+        return collapsed_elbo(self)
 
     def load_collapsed(self, mrd) -> StochasticMRD:
         """Set q(X), the kernels, noise variances, inducing inputs and q(U) to those of a fitted collapsed

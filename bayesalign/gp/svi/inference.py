@@ -49,7 +49,8 @@ def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, see
     check_targets(est.likelihoods_[name], Y, name)
     model = est.model_
     like = model.q_x.mean
-    y = torch.as_tensor(Y - est.output_means_[name], dtype=like.dtype, device=like.device)  # [n, D]
+    keep = est.kept_columns_[name]
+    y = torch.as_tensor(Y[:, keep] - est.output_means_[name][keep], dtype=like.dtype, device=like.device)  # [n, D]
     n, Q, S = y.shape[0], like.shape[1], int(num_samples)
     gen = torch.Generator(device=like.device).manual_seed(int(seed))
     eps = torch.randn(S, n, Q, generator=gen, dtype=like.dtype, device=like.device)  # [S, n, Q]

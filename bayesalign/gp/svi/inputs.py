@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -13,7 +14,8 @@ from ..module import resolve_dtype
 from ..priors import GraphLaplacianPrior
 from .likelihoods import LIKELIHOODS
 
-__all__ = ["OPTIMIZERS", "check_params", "likelihood_names", "start_name", "time_covariance", "views_with_nan"]
+__all__ = ["OPTIMIZERS", "check_params", "constant_columns_dropped", "likelihood_names", "start_name",
+           "time_covariance", "views_with_nan"]
 
 #: ``optimizer`` of :class:`~bayesalign.gp.svi.StochasticMRD`.
 OPTIMIZERS = ("adam", "lbfgs")
@@ -126,3 +128,19 @@ def time_covariance(est, time_index, N, dtype, device) -> torch.Tensor:
     # k(t, t') = exp(-(t - t')^2 / 2 l^2) + 1e-6 on the diagonal: dense N x N (the prior couples all entities)
     diff = (t[:, None] - t[None, :]) / float(est.time_lengthscale)
     return torch.as_tensor(np.exp(-0.5 * diff ** 2) + 1e-6 * np.eye(N), dtype=dtype, device=device)
+
+
+def constant_columns_dropped(Y: np.ndarray, name: str) -> np.ndarray:
+    """The mask [D] of a Gaussian view's columns that are not constant on their observed entries; the
+    others are dropped with a RuntimeWarning, as :func:`~bayesalign.gp.initialisation.centre_view` drops
+    them for the collapsed engine (a constant column would pull the view's one noise variance to zero)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-missing column: nanmax of nothing
+        keep = (np.nanmax(Y, 0) - np.nanmin(Y, 0)) > 0  # [D]; NaN (all missing) compares False
+    if not keep.any():
+        raise ValueError(f"view {name!r}: every column is constant; nothing to model")
+    if not keep.all():
+        dropped = np.flatnonzero(~keep)
+        warnings.warn(f"view {name!r}: dropping {dropped.size} constant column(s) {dropped[:10].tolist()}"
+                      f"{' ...' if dropped.size > 10 else ''}", RuntimeWarning, stacklevel=4)
+    return keep

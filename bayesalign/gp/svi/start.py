@@ -74,8 +74,10 @@ def load_collapsed_state(model, mrd, entities=None) -> None:
     covariance ``B^-1 = I - L' W L``, the same for every output. A view whose subsample dropped a constant
     column keeps its own q(U)."""
     source = mrd.module_
-    with torch.no_grad():
-        rows = slice(None) if entities is None else torch.as_tensor(entities, device=model.q_x.mean.device)
+    device = model.q_x.mean.device
+    # setting q(U) draws GPyTorch's (zero-scaled) perturbation from torch's RNG: the caller's is left as it was
+    with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        rows = slice(None) if entities is None else torch.as_tensor(entities, device=device)
         mean, variance = model.q_x.mean.detach().clone(), model.q_x.variance.detach().clone()
         mean[rows] = source.q_mean.to(mean)
         variance[rows] = source.q_variance.to(variance)

@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 from ..kernels import normalise_latent_symmetries
 from ..priors import GraphLaplacianPrior
 
-__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "normalise_latent", "train", "train_lbfgs", "train_stochastic",
-           "undo_natural_step"]
+__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "normalise_latent", "train", "train_lbfgs",
+           "train_stochastic", "undo_natural_step"]
 
 #: How often a natural-gradient step that broke q(u)'s positive definiteness is undone (its size halved each
 #: time) before the fit gives up with a FloatingPointError.
@@ -258,3 +258,31 @@ def normalise_latent(est) -> None:
         for gp in model.gps:
             Z = gp.variational_strategy.inducing_points
             Z.copy_((Z - shift) * scale)
+
+
+def collapsed_elbo(est) -> float:
+    """The ELBO with q(U) of every view at its optimum given the other parameters: for Gaussian views the
+    collapsed bound of :class:`~bayesalign.gp.MRD` at the fitted kernels, noise variances, inducing inputs
+    and q(X) (Titsias & Lawrence, 2010), the quantity to compare with ``MRD.elbo()``. One full-batch
+    natural-gradient step of size 1 (exact for a Gaussian likelihood) on a copy of q(U); the model is
+    left as it was. Gaussian views only, with natural-gradient q(U) (``natural_gradient_lr`` not None)."""
+    if any(n != "gaussian" for n in est.likelihoods_.values()) or est.natural_gradient_lr is None:
+        raise ValueError("collapsed_elbo needs every view Gaussian and natural-gradient q(u)")
+    model = est.model_
+    natural, _, _ = _parameter_groups(model)
+    saved = [p.detach().clone() for p in natural]
+    idx = torch.arange(est.n_entities_, device=model.q_x.mean.device)
+    loss_fn = TraceMeanField_ELBO(num_particles=1, vectorize_particles=False)
+    device = model.q_x.mean.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        try:
+            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            NGD(natural, num_data=1, lr=1.0).step()
+            with torch.no_grad():
+                return -float(loss_fn.differentiable_loss(model.model, model.guide, idx))
+        finally:
+            with torch.no_grad():
+                for p, value in zip(natural, saved):
+                    p.copy_(value)
+            for p in model.parameters():
+                p.grad = None
