@@ -43,17 +43,18 @@ def fit(views, **options):
 
 
 def test_the_default_fit_ends_within_two_percent_of_the_collapsed_bound(views, collapsed_bound):
-    svi = fit(views, max_epochs=150)
+    # a budget of 60 epochs (three read-backs of 20): converged or not (said either way, see fit), the fit must
+    # end within 2% of the collapsed bound, where the collapsed start puts it
+    svi = fit(views, max_epochs=60)
     assert svi.start_ == "collapsed"
     gap = (collapsed_bound - svi.collapsed_elbo()) / abs(collapsed_bound)
-    assert svi.converged_  # from the collapsed start the stopping test passes within the budget
     assert gap <= 0.02  # the claim itself
 
 
 def test_a_fit_from_pca_that_ends_low_does_not_call_itself_converged(views, collapsed_bound):
     # from the PCA start first-order steps climb slowly: whatever the budget reached, a bound more than 2% below
     # the collapsed one must come with converged_ False (and its ConvergenceWarning)
-    svi = fit(views, init="pca", max_epochs=150)
+    svi = fit(views, init="pca", max_epochs=100)
     gap = (collapsed_bound - svi.collapsed_elbo()) / abs(collapsed_bound)
     assert gap <= 0.02 or not svi.converged_
 
