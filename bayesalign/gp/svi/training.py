@@ -280,6 +280,9 @@ def collapsed_elbo(est) -> float:
             NGD(natural, num_data=1, lr=1.0).step()
             with torch.no_grad():
                 return -float(loss_fn.differentiable_loss(model.model, model.guide, idx))
+        except NotPSDError as exc:
+            raise FloatingPointError(f"collapsed_elbo: q(u) at its optimum is not positive definite in "
+                                     f"{model.q_x.mean.dtype} (a small noise variance against K_uu)") from exc
         finally:
             with torch.no_grad():
                 for p, value in zip(natural, saved):
