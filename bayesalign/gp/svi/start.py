@@ -32,7 +32,8 @@ def collapsed_start(names, targets, X_pca: np.ndarray, est, num_inducing: int):
     X_pca : array [N, Q]
         The PCA start of every entity; the collapsed fit starts from its rows of the subsample.
     est : StochasticMRD
-        Gives the latent dimension, kernel, signal-to-noise ratio, seed, device and dtype.
+        Gives the latent dimension, kernel, signal-to-noise ratio, seed and device (the collapsed fit runs in
+        float64 whatever the stochastic model's dtype).
     num_inducing : int
         M.
 
@@ -51,8 +52,8 @@ def collapsed_start(names, targets, X_pca: np.ndarray, est, num_inducing: int):
     rng = np.random.default_rng(est.seed)
     subsample = np.sort(rng.choice(N, size=min(N, COLLAPSED_ENTITIES), replace=False))
     mrd = MRD(latent_dim=Q, num_inducing=min(int(num_inducing), subsample.size), kernel=est.kernel,
-              init=X_pca[subsample], snr=est.snr, seed=est.seed, device=est.device, dtype=est.dtype,
-              progress=False)
+              init=X_pca[subsample], snr=est.snr, seed=est.seed, device=est.device, dtype=torch.float64,
+              progress=False)  # float64 whatever est.dtype: float32 psi-statistics can break the bound's Cholesky
     mrd._warn_convergence = False  # the stochastic fit that follows says whether it converged
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # constant columns of the subsample: dropped there only
