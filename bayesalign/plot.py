@@ -42,7 +42,7 @@ def _embedding_of(source):
 
     if isinstance(source, LatentEmbedding):
         return source
-    for name in ("embedding", "embedding_", "latent_"):  # MethodResult, MAD / spectral estimators, MRD
+    for name in ("embedding", "embedding_"):  # MethodResult; MAD, spectral estimators, MRD, StochasticMRD
         found = getattr(source, name, None)
         if isinstance(found, LatentEmbedding):
             return found
@@ -144,7 +144,7 @@ def plot_latent(source, dims=None, labels=None, confidence=None, views=None, sho
 
     Parameters
     ----------
-    source : LatentEmbedding, or a fitted model / MethodResult that has one (``embedding_``, ``latent_``)
+    source : LatentEmbedding, or a fitted model / MethodResult that has one (``embedding_``)
     dims : pair of int, optional
         The latent dimensions to draw; default the first two shared dimensions of the embedding
         (its first two dimensions when fewer are shared).
