@@ -86,6 +86,7 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t_start = time.perf_counter() - t0
+        print(f"collapsed start ({min(args.rows, start.COLLAPSED_ENTITIES)} rows): {t_start:.1f} s", flush=True)
         model.set_params(max_epochs=args.epochs, window=args.epochs, warm_start=True)
         t0 = time.perf_counter()
         model.fit(train)
@@ -93,6 +94,7 @@ def main():
             torch.cuda.synchronize(device)
         t_epochs = time.perf_counter() - t0
     per_epoch = t_epochs / args.epochs
+    print(f"seconds per epoch: {per_epoch:.2f}", flush=True)
     elbo = model.elbo(batch_size=4096)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -106,7 +108,6 @@ def main():
         peak = f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB (GPU, max_memory_allocated)"
     else:
         peak = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (process peak RSS)"
-    print(f"collapsed start ({min(args.rows, start.COLLAPSED_ENTITIES)} rows): {t_start:.1f} s")
     print(f"seconds per epoch: {per_epoch:.2f} ({args.epochs} epochs of {-(-args.rows // args.batch_size)} steps; "
           "bayesalign fits two views)")
     print(f"peak memory: {peak}")
