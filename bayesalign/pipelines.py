@@ -76,7 +76,7 @@ class MRDProcrustes(BaseEstimator):
             gplvm = BayesianGPLVM(latent_dim=int(self.latent_dim), seed=self.seed, device=self.device,
                                   progress=self.progress, **options)
             self.models_[view] = gplvm.fit(problem.views[view])
-            means[view] = np.asarray(next(iter(gplvm.latent_.means.values())))  # [n_v, Q]
+            means[view] = np.asarray(next(iter(gplvm.embedding_.means.values())))  # [n_v, Q]
         procrustes = ProcrustesAlignment(n_components=int(self.latent_dim), embedding="none")
         self.embedding_ = procrustes.fit(problem.replace(views=Views(means))).embedding_
         return self

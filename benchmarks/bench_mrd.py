@@ -331,7 +331,7 @@ def partial(args):
     seconds = time.perf_counter() - start
     relevance = np.array([r / r.max() for r in model.relevance_.values()])  # [2, Q]
     both = int(np.argmax(relevance.min(0)))
-    tracking = [abs(np.corrcoef(model.latent_.means[name][unaligned, both], np.sin(t[unaligned]))[0, 1])
+    tracking = [abs(np.corrcoef(model.embedding_.means[name][unaligned, both], np.sin(t[unaligned]))[0, 1])
                 for name in ("a", "b")]
     print(f"  fit: {seconds:.1f} s, {model.n_iter_} evaluations (converged: {model.converged_}; 99.9% of the "
           f"improvement after {evaluations_to(model.history_)}), bound {model.elbo():.1f}, shared dims "

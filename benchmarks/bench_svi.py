@@ -40,7 +40,14 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   reverse mode through GPyTorch's predictive mean (``ViewGP.marginals``, what it did before), side by side in
   one run, and the largest relative difference of the two resolutions.
 
-Run:  python benchmarks/bench_svi.py --agreement
+--convergence: the default StochasticMRD (``--inits`` auto, i.e. the collapsed start, and pca beside it) against
+  the collapsed MRD (its defaults) on the reference toy of tests/test_mrd.py (2 views, N=100, D=10, Q=3, M=15), on
+  mocap and on the digit halves (digit 0, and all digits: more entities than the collapsed start's subsample),
+  Q=5, M=20: both bounds on the same footing (the SVI ELBO with q(u) at its optimum given the other parameters),
+  their relative gap, whether the SVI fit says it converged, its epochs and the seconds of each fit.
+
+Run:  python benchmarks/bench_svi.py --convergence [--only toy mocap]
+      python benchmarks/bench_svi.py --agreement
       python benchmarks/bench_svi.py --likelihood [--counts] [--seeds 0 1 2] [--init pca]
       python benchmarks/bench_svi.py --missing 0.2 --optimizer lbfgs --init pca --seeds 0 1 2 3 4
       python benchmarks/bench_svi.py --scale [--epochs 1] [--which ours gpytorch pyro]
@@ -100,7 +107,7 @@ def agreement(args):
     # the collapsed engine from the SVI fit's q(X) means (its own hyperparameter start): the same optimum?
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = MRD(latent_dim=5, num_inducing=20, max_iter=1000, init=svi.latent_mean_, progress=False,
+        again = MRD(latent_dim=5, num_inducing=20, max_iter=1000, init=svi.entity_means_, progress=False,
                     seed=args.seed).fit(views)
     print(f"  collapsed MRD from the SVI fit's q(X) means: bound {again.elbo():.2f} ({again.n_iter_} evaluations), "
           f"gap to the SVI ELBO {(again.elbo() - elbo) / abs(again.elbo()):.4f}, "
@@ -131,6 +138,43 @@ def agreement(args):
         dims = shared_dimensions(resolution, 1.0, fallback=True, relative=False)
         print(f"  resolution {label} {dict((k, np.round(v, 1).tolist()) for k, v in resolution.items())}, "
               f"shared by resolution (min_resolution 1) {np.asarray(dims).tolist()}")
+
+
+def convergence(args):
+    """The default StochasticMRD against the collapsed MRD on the reference problems (see the module docstring)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from test_mrd import toy_views  # the reference toy of tests/test_mrd.py
+
+    import bayesalign as ba
+    from bayesalign.gp import MRD, StochasticMRD
+
+    problems = {"toy N=100 D=10 (Q=3, M=15)": (toy_views(N=100, D=10, seed=0), 3, 15)}
+    for name, problem in (("mocap", ba.datasets.mocap()), ("digits_halves(0)", ba.datasets.digits_halves()),
+                          ("digits_halves(all)", ba.datasets.digits_halves(digit=None))):
+        views = {k: problem.views[k] for k in problem.views.names}
+        problems[f"{name} N={len(next(iter(views.values())))} (Q=5, M=20)"] = (views, 5, 20)
+    print("collapsed MRD (defaults) against StochasticMRD (defaults; init as given); SVI bound = its ELBO with q(u) "
+          "at its optimum (= the collapsed bound at its other parameters); gap = (MRD - SVI) / |MRD|")
+    print(f"  {'problem':38s} {'init':9s} {'MRD':>11s} {'SVI':>11s} {'gap':>7s} {'converged':>9s} {'epochs':>6s} "
+          f"{'s MRD':>6s} {'s SVI':>6s}")
+    for name, (views, Q, M) in problems.items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        start = time.perf_counter()
+        mrd = MRD(latent_dim=Q, num_inducing=M, progress=False, seed=args.seed).fit(views)
+        t_mrd, bound = time.perf_counter() - start, mrd.elbo()
+        for init in args.inits:
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                svi = StochasticMRD(latent_dim=Q, num_inducing=M, init=init, progress=False, seed=args.seed).fit(views)
+            t_svi = time.perf_counter() - start
+            try:
+                value, mark = svi.collapsed_elbo(), " "
+            except FloatingPointError:  # q(u)'s optimum not positive definite in float64: the SVI ELBO at its own
+                value, mark = svi.elbo(), "*"  # q(u), a lower bound on the same-footing value
+            print(f"  {name:38s} {init:9s} {bound:11.5g} {value:11.5g} {(bound - value) / abs(bound):7.2%}{mark}"
+                  f"{str(svi.converged_):>9s} {svi.n_epochs_:6d} {t_mrd:6.0f} {t_svi:6.0f}", flush=True)
 
 
 def _mad_accuracy(problem, views, seed, args, likelihood=None):
@@ -309,7 +353,7 @@ def scale_one(which, args):
     # an address-space cap, so that a model needing more fails cleanly instead of swapping a shared machine
     limit = int(args.memory_limit_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    N, D, Q, M, B = args.n, 50, 10, 128, args.batch_size
+    N, D, Q, M, B = args.n, args.d, args.q, args.m, args.batch_size
     views = _scale_data(N, D, Q)
     dtype = getattr(torch, args.dtype)  # StochasticMRD only; the data and the other models are float32
     if which == "ours":
@@ -339,7 +383,7 @@ def scale_one(which, args):
         from gpytorch.priors import NormalPrior
         from gpytorch.variational import CholeskyVariationalDistribution, VariationalStrategy
 
-        Y = torch.tensor(np.hstack(views))  # [N, 2D]: both views, one model (the GPLVM has one output space)
+        Y = torch.tensor(views[0], dtype=dtype)  # [N, D]: one view, the example's model (bayesalign fits two)
 
         class GPLVM(BayesianGPLVM):  # GPyTorch's Bayesian GPLVM example model
             def __init__(self, n, data_dim, latent_dim, n_inducing):
@@ -357,8 +401,8 @@ def scale_one(which, args):
             def forward(self, X):
                 return gpytorch.distributions.MultivariateNormal(self.mean_module(X), self.covar_module(X))
 
-        model = GPLVM(N, Y.shape[1], Q, M)
-        lik = GaussianLikelihood(batch_shape=model.batch_shape)
+        model = GPLVM(N, Y.shape[1], Q, M).to(dtype)
+        lik = GaussianLikelihood(batch_shape=model.batch_shape).to(dtype)
         mll = VariationalELBO(lik, model, num_data=N)
         optimiser = torch.optim.Adam([{"params": model.parameters()}, {"params": lik.parameters()}], lr=0.01)
         start = time.perf_counter()
@@ -398,13 +442,16 @@ def scale_one(which, args):
 
 
 def scale(args):
-    print(f"scale: 2 views, N={args.n}, D=50 each, Q=10, M=128, float32, {args.threads} thread(s), {args.epochs} "
-          f"epoch(s), minibatches of {args.batch_size} (Pyro's GPLVM: full batch)")
+    print(f"scale: N={args.n}, D={args.d} per view, Q={args.q}, M={args.m}, {args.dtype}, {args.threads} thread(s), "
+          f"{args.epochs} epoch(s), minibatches of {args.batch_size} (Pyro's GPLVM: full batch); bayesalign fits "
+          "two views, GPyTorch's BayesianGPLVM example model one (the first), Pyro's GPLVM both concatenated")
     print(f"  {'model':10s} {'s/epoch':>9s} {'peak MB':>9s} {'last ELBO':>12s}")
+    per_epoch = {}
     for which in args.which:  # one process each: ru_maxrss is a per-process peak
         cmd = [sys.executable, __file__, "--scale-one", which, "--n", str(args.n), "--epochs", str(args.epochs),
                "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device,
-               "--memory-limit-gb", str(args.memory_limit_gb)]
+               "--memory-limit-gb", str(args.memory_limit_gb), "--d", str(args.d), "--q", str(args.q), "--m",
+               str(args.m), "--dtype", args.dtype, "--scale-init", args.scale_init]
         out = subprocess.run(cmd, capture_output=True, text=True)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
         if not line:
@@ -413,11 +460,18 @@ def scale(args):
             continue
         _, name, seconds, peak, elbo = line[0].split()
         print(f"  {name:10s} {float(seconds):9.2f} {float(peak):9.0f} {float(elbo):12.6g}", flush=True)
+        per_epoch[name] = float(seconds)
+    if "ours" in per_epoch and "gpytorch" in per_epoch:
+        print(f"  time per epoch, bayesalign (two views) / GPyTorch's BayesianGPLVM (one view): "
+              f"{per_epoch['ours'] / per_epoch['gpytorch']:.2f}x")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--convergence", action="store_true")
+    parser.add_argument("--inits", nargs="+", default=["auto", "pca"])
+    parser.add_argument("--only", nargs="+", default=None, help="--convergence: problems whose name contains one")
     parser.add_argument("--likelihood", action="store_true")
     parser.add_argument("--scale", action="store_true")
     parser.add_argument("--resolution", action="store_true")
@@ -449,6 +503,9 @@ def main():
                              "pca is the class default)")
     parser.add_argument("--memory-limit-gb", type=float, default=4.0)
     parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--d", type=int, default=50, help="--scale: outputs per view")
+    parser.add_argument("--q", type=int, default=10, help="--scale: latent dimensions")
+    parser.add_argument("--m", type=int, default=128, help="--scale: inducing inputs")
     parser.add_argument("--batch-size", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
@@ -456,6 +513,8 @@ def main():
     if args.scale_one:
         args.epochs = args.epochs or 1
         return scale_one(args.scale_one, args)
+    if args.convergence:
+        convergence(args)
     if args.agreement:
         args.epochs = args.epochs or 3000
         agreement(args)

@@ -234,8 +234,8 @@ def test_infer_on_training_rows_recovers_their_q_x(fitted):
         for p in module.parameters():
             p.requires_grad_(True)
     mean, var = model.infer(Y[:10], tol=1e-14)
-    q_mean = model.latent_.means["Y"][:10]
-    q_var = model.latent_.variances["Y"][:10]
+    q_mean = model.embedding_.means["Y"][:10]
+    q_var = model.embedding_.variances["Y"][:10]
     assert np.abs(mean - q_mean).max() < 1e-3 * np.abs(q_mean).max()
     # the trained q(X) is stationary only to the optimiser's tolerance (the polish above ends in a line-search
     # failure with |gradient| ~ 0.01-0.05), and the variance is the flattest direction: 1e-2 (0.13%-0.8% seen
@@ -272,7 +272,7 @@ def test_infer_finds_a_latent_point_between_training_points(fitted):
     Y, model = fitted
     rel = model.relevance_["Y"] / model.relevance_["Y"].max()
     active = np.flatnonzero(rel > 0.05)
-    X = model.latent_.means["Y"]
+    X = model.embedding_.means["Y"]
     target = X[[3]].copy()
     target[0, active] = 0.5 * (X[3, active] + X[4, active])  # halfway to the next point on the curve
     Y_new, _ = model.predict(target, include_noise=False)

@@ -114,7 +114,8 @@ def test_bad_hyperparameters_are_refused_by_name(param, value):
         BayesianGPLVM(**{**SMALL, param: value}).fit(Y)
 
 
-SVI = dict(latent_dim=2, num_inducing=8, max_epochs=5, warmup_epochs=2, batch_size=30, progress=False, seed=0)
+SVI = dict(latent_dim=2, num_inducing=8, init="pca", max_epochs=5, warmup_epochs=2, batch_size=30,
+           progress=False, seed=0)
 
 
 def test_stochastic_mrd_refuses_views_of_different_sizes_without_observed():
@@ -125,7 +126,7 @@ def test_stochastic_mrd_refuses_views_of_different_sizes_without_observed():
         StochasticMRD(**SVI).fit({"a": views["a"], "b": views["b"][:20]})
     # with observed= the same views are a legitimate partial fit
     model = quiet_fit(StochasticMRD(**SVI), {"a": views["a"], "b": views["b"][:20]}, observed={"b": np.arange(20)})
-    assert model.latent_mean_.shape == (30, 2)
+    assert model.entity_means_.shape == (30, 2)
 
 
 def test_stochastic_mrd_infer_refuses_empty_and_non_numeric_rows():

@@ -129,7 +129,7 @@ def test_svi_engine_fits_every_row_and_matches(toy):
     assert mad.latent_prior_ == "graph"  # the same graph prior as the collapsed engine
     assert mad.correspondence_rounds_ == 0 and mad.correspondence_history_ == []  # rounds: the collapsed engine's
     free, mean, _ = mad.posteriors_["Y2"]
-    np.testing.assert_array_equal(mean, mad.model_.latent_mean_[mad.entities_[1]["Y2"][free]])
+    np.testing.assert_array_equal(mean, mad.model_.entity_means_[mad.entities_[1]["Y2"][free]])
     # measured 0.87 with the graph prior (0.72 under N(0, I); 300 epochs, seed 0; the collapsed engine 0.89)
     assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
     # the streaming matcher: each arrival inferred as StochasticMRD.infer does
@@ -164,8 +164,8 @@ def test_svi_engine_leaves_missing_entries_out_and_still_matches(toy):
     for view, index in (("Y1", toy.anchors_between("Y1", "Y2").index_a),
                         ("Y2", toy.anchors_between("Y1", "Y2").index_b)):
         mean, _ = mad.model_.infer(view, holed[view][index])
-        joint = mad.model_.latent_mean_[rows[view][index]]
-        spread = np.sqrt((mad.model_.latent_mean_[:, dims].var(0)).mean())
+        joint = mad.model_.entity_means_[rows[view][index]]
+        spread = np.sqrt((mad.model_.entity_means_[:, dims].var(0)).mean())
         assert np.sqrt(((mean - joint)[:, dims] ** 2).mean()) < 0.25 * spread
 
 

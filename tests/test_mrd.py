@@ -122,7 +122,7 @@ def test_finds_one_shared_and_one_private_dimension_per_view(fitted):
         assert np.all(rel[list(off)] < 0.05)
     # the shared dimension is the shared signal sin(t): |correlation| with it near 1
     t = np.linspace(0, 4 * np.pi, 60)
-    latent = model.latent_
+    latent = model.embedding_
     assert abs(np.corrcoef(latent.means["a"][:, shared[0]], np.sin(t))[0, 1]) > 0.95
     np.testing.assert_array_equal(latent.shared_dims, shared)
     np.testing.assert_array_equal(latent.means["a"], latent.means["b"])
@@ -175,7 +175,7 @@ def test_cca_init_puts_the_shared_signal_first_then_each_view_s_private_signal()
     assert X[:, noise].std(0).max() < 0.1 * X[:, [0, a, b]].std(0).min()
     # MRD with it: the same start as the array itself (scaled to unit largest variance)
     model = MRD(latent_dim=5, num_inducing=6, max_iter=0, init="cca", progress=False).fit(views)
-    np.testing.assert_allclose(model.latent_.means["a"] * X.std(0).max(), X, atol=1e-10)
+    np.testing.assert_allclose(model.embedding_.means["a"] * X.std(0).max(), X, atol=1e-10)
 
 
 def test_cca_init_is_pca_constrained_to_shared_or_private_axes():
@@ -232,7 +232,7 @@ def test_mrd_from_the_cca_init_finds_the_shared_and_private_dimensions():
     model = MRD(latent_dim=5, num_inducing=12, max_iter=300, init="cca", progress=False, seed=0).fit(toy_views())
     assert len(model.shared_dims()) == 1
     assert len(model.private_dims("a")) == 1 and len(model.private_dims("b")) == 1
-    assert _abs_corr(model.latent_.means["a"][:, model.shared_dims()[0]], _toy_signals()[:, 0]) > 0.95
+    assert _abs_corr(model.embedding_.means["a"][:, model.shared_dims()[0]], _toy_signals()[:, 0]) > 0.95
 
 
 @pytest.mark.filterwarnings("ignore:MaternKernel has no closed-form psi-statistics")
@@ -287,8 +287,8 @@ def test_infer_uses_only_the_named_view(fitted):
     views, model = fitted
     shared = model.shared_dims()[0]
     private = {"a": model.private_dims("a")[0], "b": model.private_dims("b")[0]}
-    q_mean = model.latent_.means["a"][:20]
-    q_var = model.latent_.variances["a"][:20]
+    q_mean = model.embedding_.means["a"][:20]
+    q_var = model.embedding_.variances["a"][:20]
     for name, other in (("a", "b"), ("b", "a")):
         mean, var = model.infer(name, views[name][:20])
         # the dimensions this view sees come back as the trained q(x) of those rows
@@ -334,10 +334,10 @@ def test_accepts_views_problems_embeddings_and_per_view_inducing_inputs():
     a = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=1).fit(problem)
     b = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=1).fit(Views(views))
     assert a.elbo() == b.elbo()
-    embedding = LatentEmbedding({"a": a.latent_.means["a"] * 10, "b": a.latent_.means["a"] * 10})
+    embedding = LatentEmbedding({"a": a.embedding_.means["a"] * 10, "b": a.embedding_.means["a"] * 10})
     c = MRD(latent_dim=3, num_inducing=6, max_iter=0, progress=False, seed=1, init=embedding).fit(views)
     # an embedding is rescaled to unit largest-column variance: the same start as PCA here
-    np.testing.assert_allclose(c.latent_.means["a"], a.latent_.means["a"], atol=1e-12)
+    np.testing.assert_allclose(c.embedding_.means["a"], a.embedding_.means["a"], atol=1e-12)
     per_view = MRD(latent_dim=3, num_inducing=6, max_iter=20, warmup_iters=5, progress=False, seed=1,
                    inducing="per_view", init="pca_split").fit(views)
     assert per_view.module_.inducing_inputs.shape == (2, 6, 3)
@@ -355,7 +355,7 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(TypeError, match="BayesianGPLVM"):
         MRD(progress=False).fit(views["a"])
     model = MRD(latent_dim=2, num_inducing=5, max_iter=0, progress=False).fit(views)
-    with pytest.raises(KeyError, match="no view named 'c'"):
+    with pytest.raises(ValueError, match=r"unknown view 'c'; the views are \['a', 'b'\]"):
         model.infer("c", views["a"])
     with pytest.raises(ValueError, match="threshold"):
         model.shared_dims(threshold=1.5)
@@ -385,7 +385,7 @@ def test_plots_draw_the_model_numbers(fitted):
         np.testing.assert_allclose(heights, model.relevance_[name] / model.relevance_[name].max())
     dims = (model.shared_dims()[0], model.private_dims("a")[0])
     ax = plot_latent(model, dims=dims, labels=np.arange(60) % 3).axes[0]
-    np.testing.assert_allclose(ax.collections[0].get_offsets(), model.latent_.means["a"][:, dims])
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), model.embedding_.means["a"][:, dims])
     ax = plot_bound_trace(model).axes[0]
     np.testing.assert_allclose(np.concatenate([line.get_ydata() for line in ax.lines]), model.history_)
     assert ax.lines[1].get_xdata()[0] == model.n_warmup_ + 1  # the run after the warm-up, at its first evaluation

@@ -102,7 +102,7 @@ def test_every_entity_observed_in_any_order_is_the_paired_bound_and_gradient(whi
     for name in expected:
         np.testing.assert_allclose(got[name].numpy(), expected[name].numpy(), rtol=1e-9, atol=1e-10, err_msg=name)
     # the embedding gives each view its rows, in its order
-    np.testing.assert_allclose(partial.latent_.means["b"], mu[perm])
+    np.testing.assert_allclose(partial.embedding_.means["b"], mu[perm])
     np.testing.assert_allclose(partial.entity_means_, mu)
 
 
@@ -130,8 +130,8 @@ def test_partial_bound_is_the_sum_of_single_view_bounds_on_their_rows_minus_the_
     set_state(listed, mu, S, Z, KERNELS)
     assert listed.elbo() == pytest.approx(model.elbo(), rel=1e-12)  # the same computation on the same inputs
     for name in views:
-        np.testing.assert_allclose(model.latent_.means[name], mu[rows[name]])
-        np.testing.assert_allclose(model.latent_.variances[name], S[rows[name]])
+        np.testing.assert_allclose(model.embedding_.means[name], mu[rows[name]])
+        np.testing.assert_allclose(model.embedding_.variances[name], S[rows[name]])
 
 
 def test_partial_bound_equals_gpy_bayesian_gplvm_on_each_view_s_rows(partial_data):
@@ -211,7 +211,7 @@ def test_partial_fit_recovers_the_shared_signal_of_every_entity_and_leaves_unsee
     np.testing.assert_allclose(means[80:], 0.0, atol=1e-12)
     np.testing.assert_allclose(model.entity_variances_[80:], 1.0, rtol=1e-12)
     for name in views:
-        np.testing.assert_array_equal(model.latent_.means[name], means[rows[name]])
+        np.testing.assert_array_equal(model.embedding_.means[name], means[rows[name]])
 
 
 def test_partial_fit_infers_predicts_and_round_trips(fitted_partial, tmp_path):
@@ -220,10 +220,10 @@ def test_partial_fit_infers_predicts_and_round_trips(fitted_partial, tmp_path):
     mean, _ = model.infer("b", views["b"][:10])
     rel = model.relevance_["b"] / model.relevance_["b"].max()
     seen = rel > 0.05
-    fitted = model.latent_.means["b"][:10]
+    fitted = model.embedding_.means["b"][:10]
     assert np.abs(mean[:, seen] - fitted[:, seen]).max() < 0.2
     # predicting b's rows from their q(x) reproduces the data to the noise level
-    pred, _ = model.predict("b", model.latent_.means["b"], model.latent_.variances["b"])
+    pred, _ = model.predict("b", model.embedding_.means["b"], model.embedding_.variances["b"])
     residual = np.sqrt(np.mean(np.square(pred - views["b"])))
     assert residual < 3 * np.sqrt(model.noise_variance_["b"]) + 0.05
     path = tmp_path / "partial.npz"
@@ -329,7 +329,7 @@ def test_partial_fit_with_ten_percent_anchors_shares_the_common_signal():
     both = int(np.argmax(relevance.min(0)))
     assert relevance[:, both].min() > 0.5
     for name in ("a", "b"):
-        assert abs(np.corrcoef(model.latent_.means[name][:, both], signal[:, 0])[0, 1]) > 0.95
+        assert abs(np.corrcoef(model.embedding_.means[name][:, both], signal[:, 0])[0, 1]) > 0.95
 
 
 def test_the_entities_of_an_alignment_problem_are_the_layout_of_the_partial_fit():
@@ -344,7 +344,7 @@ def test_the_entities_of_an_alignment_problem_are_the_layout_of_the_partial_fit(
     model = MRD(latent_dim=2, num_inducing=6, max_iter=0, progress=False, seed=0).fit(
         problem, observed=observed, n_entities=n_entities)
     assert model.entity_means_.shape == (30 + 25 - len(pairs), 2)
-    latent = model.latent_.means
+    latent = model.embedding_.means
     for i, j in pairs:  # one latent point for both rows of an anchor
         np.testing.assert_array_equal(latent["a"][i], latent["b"][j])
 

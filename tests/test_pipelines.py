@@ -20,7 +20,7 @@ def test_mrd_procrustes_is_the_composition_of_its_parts_and_superimposes_the_anc
     assert clone(model).get_params() == model.get_params()
     # the same two steps by hand give the same coordinates (same seeds; one thread in the tests)
     means = {v: np.asarray(next(iter(BayesianGPLVM(latent_dim=2, seed=0, progress=False, **options)
-                                       .fit(problem.views[v]).latent_.means.values())))
+                                       .fit(problem.views[v]).embedding_.means.values())))
              for v in problem.views.names}
     by_hand = ProcrustesAlignment(n_components=2, embedding="none").fit(problem.replace(views=Views(means)))
     for v in problem.views.names:

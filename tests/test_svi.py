@@ -55,7 +55,8 @@ def test_bound_equals_collapsed_bound_at_optimal_q_u(toy_views, collapsed):
     # collapsed bound (Titsias & Lawrence 2010). Gaussian views take the expectation over q(X) in closed form
     # (psi-statistics) and every KL term is analytic, so the ELBO has no Monte Carlo error: equal up to the
     # round-off of two different float64 computations (the bound is ~350, built from terms of ~1e4).
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     values = [svi.elbo(num_samples=1, seed=s) for s in range(3)]
     assert values[0] == pytest.approx(collapsed.elbo(), rel=1e-7, abs=1e-6)
@@ -75,7 +76,8 @@ def test_closed_form_gaussian_term_against_monte_carlo(toy_views, collapsed):
     # GPyTorch adds its jitter to k(x, x) in the sampled path: jitter / (2 noise) per entry, added back.
     from bayesalign.gp.svi.model import gaussian_expected_log_likelihood
 
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     model = svi.model_
     gp, lik, Y = model.gps[1], model.likelihoods[1], model.targets_1.clone()
@@ -179,7 +181,8 @@ def test_resolution_is_the_collapsed_engine_s_for_gaussian_views(toy_views, coll
     # At the collapsed fit's parameters and its optimal q(u) the SVI model's predictive mean is the collapsed one,
     # and with I = 1 / sigma^2 the resolution is MRD.resolution_ (two computations of the same float64 numbers:
     # the derivatives by output columns here, by inducing inputs there)
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     ours, theirs = svi.resolution_, collapsed.resolution_
     for view in ("a", "b"):
@@ -189,7 +192,8 @@ def test_resolution_is_the_collapsed_engine_s_for_gaussian_views(toy_views, coll
 def test_resolution_counts_observed_entries_only(toy_views, collapsed):
     # a missing entry carries no information: with every entry of column 0 missing, view a's resolution is that of
     # its other columns, i.e. the complete one minus column 0's share (brute force: each column's contribution)
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     model = svi.model_
     full = svi.resolution_["a"]
@@ -213,7 +217,7 @@ def test_mean_jacobian_is_autograd_through_the_predictive_mean(toy_views, monkey
     holed = toy_views["a"].copy()
     holed[0, 0] = np.nan
     views = ba.Views({"a": holed, "b": counts, "c": toy_views["b"]}, allow_missing=True)
-    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=5, likelihood={"b": "poisson"},
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=5, likelihood={"b": "poisson"},
                                progress=False, seed=0), views)
     assert [gp.tied for gp in svi.model_.gps] == [False, False, True]
     calls = []
@@ -248,8 +252,9 @@ def test_nan_entry_is_left_out_of_the_likelihood(toy_views):
     views = {k: v.copy() for k, v in toy_views.items()}
     holed = {k: v.copy() for k, v in toy_views.items()}
     holed["b"][7, 3] = np.nan
-    full = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0), views)
-    masked = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0), holed)
+    full = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0), views)
+    masked = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0),
+                                  holed)
     _copy_parameters(full, masked, skip=())
     # the holed view's output mean differs (the column mean of the observed entries): give it the full one
     masked.model_.targets_1.copy_(torch.as_tensor(holed["b"] - full.output_means_["b"]))
@@ -270,7 +275,8 @@ def test_missing_entries_train_without_nan(toy_views):
     rng = np.random.default_rng(1)
     holed = {k: np.where(rng.random(v.shape) < 0.2, np.nan, v) for k, v in toy_views.items()}
     before = {k: v.copy() for k, v in holed.items()}
-    model = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=15, batch_size=20, progress=False, seed=0),
+    model = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=15, batch_size=20,
+                                 progress=False, seed=0),
                    holed)
     for k in holed:  # the caller's arrays are untouched
         assert np.array_equal(np.isnan(before[k]), np.isnan(holed[k]))
@@ -284,18 +290,18 @@ def test_partial_observation_equals_missing_rows(toy_views):
     # nothing to view b's likelihood; both models share parameters and draws of X.
     a, b = toy_views["a"], toy_views["b"]
     keep = np.r_[0:10, 15:60]
-    partial = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0),
+    partial = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0),
                      {"a": a, "b": b[keep]}, observed={"b": keep})
     holed = b.copy()
     holed[10:15] = np.nan
-    paired = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0),
+    paired = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0),
                     {"a": a, "b": holed})
     _copy_parameters(partial, paired)
     paired.model_.targets_1.copy_(torch.as_tensor(holed - partial.output_means_["b"]))
     for s in range(3):
         assert partial.elbo(num_samples=1, seed=s) == pytest.approx(paired.elbo(num_samples=1, seed=s), abs=1e-8)
-    assert partial.latent_.means["b"].shape == (55, 3)
-    assert np.array_equal(partial.latent_.means["b"], partial.latent_mean_[keep])
+    assert partial.embedding_.means["b"].shape == (55, 3)
+    assert np.array_equal(partial.embedding_.means["b"], partial.entity_means_[keep])
 
 
 def test_priors_change_the_bound_by_their_log_density(toy_views):
@@ -303,9 +309,11 @@ def test_priors_change_the_bound_by_their_log_density(toy_views):
     # the (analytic) KL of q(X) by the closed-form difference. Same parameters and draws: round-off only.
     from gpytorch.priors import GammaPrior
 
-    base = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0), toy_views)
+    base = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=3, progress=False, seed=0),
+                                toy_views)
     kernel = ba.gp.make_kernel("rbf", 3, lengthscale_prior=GammaPrior(2.0, 2.0))
-    with_prior = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, kernel=kernel, max_epochs=0, progress=False,
+    with_prior = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, kernel=kernel, max_epochs=0,
+                                      progress=False,
                                       seed=0), toy_views)
     with_prior.model_.load_state_dict(base.model_.state_dict(), strict=False)  # all but the prior's own buffers
     two = torch.tensor(2.0, dtype=F64)
@@ -315,17 +323,18 @@ def test_priors_change_the_bound_by_their_log_density(toy_views):
 
     import pyro.distributions as dist
     prior = dist.Normal(torch.zeros(3, dtype=F64), 2.0 * torch.ones(3, dtype=F64)).to_event(1)
-    wide = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0,
+    wide = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0,
                                 latent_prior=prior), toy_views)
     wide.model_.load_state_dict(base.model_.state_dict())
-    mu, s = base.latent_mean_, base.latent_variance_
+    mu, s = base.entity_means_, base.entity_variances_
     kl = lambda var: 0.5 * np.sum((s + mu ** 2) / var - 1 - np.log(s / var))  # noqa: E731
     assert wide.elbo(seed=1) - base.elbo(seed=1) == pytest.approx(kl(1.0) - kl(4.0), abs=1e-8)
 
 
 def test_convergence_is_reported(toy_views):
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        model = StochasticMRD(latent_dim=2, num_inducing=5, max_epochs=3, progress=False, seed=0).fit(toy_views)
+        model = StochasticMRD(init="pca", latent_dim=2, num_inducing=5, max_epochs=3, progress=False,
+                              seed=0).fit(toy_views)
     assert not model.converged_ and model.n_epochs_ == 3
 
 
@@ -334,13 +343,13 @@ def test_bad_input_names_the_view_row_and_column(toy_views):
     counts = np.ones((60, 4))
     counts[5, 2] = 1.5
     with pytest.raises(ValueError, match=r"'b'.*row 5, column 2"):
-        StochasticMRD(likelihood={"b": "poisson"}, progress=False).fit({"a": a, "b": counts})
+        StochasticMRD(init="pca", likelihood={"b": "poisson"}, progress=False).fit({"a": a, "b": counts})
     with pytest.raises(ValueError, match="unknown likelihood"):
-        StochasticMRD(likelihood="student", progress=False).fit({"a": a})
+        StochasticMRD(init="pca", likelihood="student", progress=False).fit({"a": a})
     bad = a.copy()
     bad[3, 1] = np.inf
     with pytest.raises(ValueError, match=r"'a'.*row 3, column 1"):
-        StochasticMRD(progress=False).fit({"a": bad})
+        StochasticMRD(init="pca", progress=False).fit({"a": bad})
 
 
 def test_gp_latent_prior_enters_as_its_kl(toy_views):
@@ -349,11 +358,13 @@ def test_gp_latent_prior_enters_as_its_kl(toy_views):
     # 0.5 [tr(K^-1 S) + m' K^-1 m - N + log|K| - sum log s]). Both KL terms are analytic in Pyro and the
     # Gaussian views' terms are in closed form, so the two agree to round-off (of K^-1 with K's condition number).
     t = np.linspace(0, 6, 60)
-    base = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=3, progress=False, seed=0), toy_views)
-    gp = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=0, progress=False, seed=0, latent_prior="gp",
+    base = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=3, progress=False, seed=0),
+                                toy_views)
+    gp = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=0, progress=False, seed=0,
+                              latent_prior="gp",
                               time_lengthscale=1.5), toy_views, time_index=t)
     gp.model_.load_state_dict(base.model_.state_dict(), strict=False)
-    mu, s = base.latent_mean_, base.latent_variance_
+    mu, s = base.entity_means_, base.entity_variances_
     K = np.exp(-0.5 * (t[:, None] - t[None, :]) ** 2 / 1.5 ** 2) + 1e-6 * np.eye(60)
     K_inv = np.linalg.inv(K)
     kl_gp = sum(0.5 * (np.trace(K_inv * s[:, q]) + mu[:, q] @ K_inv @ mu[:, q] - 60 + np.linalg.slogdet(K)[1]
@@ -368,7 +379,8 @@ def test_infer_matches_the_collapsed_engine(toy_views, collapsed):
     # With the collapsed MRD's state and optimal q(u), q(x*) for rows of view "a" maximises the same per-row bound
     # as MRD.infer (which computes it in closed form); SVI's expectation over q(x*) is an average over 64 fixed draws,
     # so the optimum agrees to the sampling error of that average, not to round-off.
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     rows = toy_views["a"][:6]
     mean, var = svi.infer("a", rows)
@@ -381,7 +393,8 @@ def test_infer_matches_the_collapsed_engine(toy_views, collapsed):
 def test_svi_keeps_the_collapsed_shared_private_split(toy_views, collapsed):
     # MRD's toy with one shared and one private signal per view: started at the collapsed MRD's optimum, SVI keeps
     # its shared / private split and stays close to its bound (the from-scratch fit is in benchmarks/bench_svi.py).
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     svi.set_params(warm_start=True, max_epochs=100, warmup_epochs=0, learning_rate=0.005)
     _quiet(svi, toy_views)
@@ -397,13 +410,14 @@ def test_minibatch_elbo_is_unbiased(toy_views, collapsed):
     # elbo() over chunks of 16 entities (each chunk's plate and Gaussian sums scaled by N / B, and the whole chunk
     # by B / N, so global terms count once) is the same bound as over all 60 at once: with the Gaussian views in
     # closed form, equal to round-off; a Bernoulli view's sampled term agrees within 4 Monte Carlo standard errors.
-    svi = _quiet(StochasticMRD(latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
+                               toy_views)
     svi.load_collapsed(collapsed)
     # sums of terms ~1e3 in other orders, through K_uu^-1 and S of condition numbers ~1e5: round-off ~1e-16 * 1e5 *
     # 1e5 = 1e-6 per view's sum (measured: 1e-6 to 7e-6), so 3.5e-5 of the total of ~350
     assert svi.elbo(batch_size=16) == pytest.approx(svi.elbo(), rel=1e-7)
     binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
-    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=5,
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=5,
                                progress=False, seed=0), binary)
     full = np.array([svi.elbo(num_samples=1, seed=s) for s in range(30)])
     chunked = np.array([svi.elbo(num_samples=1, batch_size=16, seed=s) for s in range(30)])
@@ -422,7 +436,7 @@ def test_embedding_start_under_partial_observation(toy_views):
     emb = LatentEmbedding({"a": rng.normal(size=(60, 2)), "b": rng.normal(size=(60, 2))})
     model = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, init=emb, max_epochs=0, progress=False, seed=0),
                    {"a": a, "b": b}, observed={"a": np.arange(60), "b": rows_b})
-    mean = model.latent_mean_
+    mean = model.entity_means_
     assert mean.shape == (110, 2)
     # up to the common centring and scaling: entity 3 (both views) is the midpoint of its two rows' coordinates
     scale = (emb.means["a"][20] - emb.means["a"][30]) / (mean[20] - mean[30])
@@ -440,8 +454,8 @@ def test_pca_start_under_partial_observation_is_the_collapsed_engine_s(toy_views
     model = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, init="pca", max_epochs=0, progress=False, seed=0),
                    {"a": a, "b": b}, observed={"a": np.arange(60), "b": rows_b})
     expected = partial_latent("pca", ["a", "b"], [a - a.mean(0), b - b.mean(0)], [np.arange(60), rows_b], 110, 2, 0)
-    np.testing.assert_allclose(model.latent_mean_, expected, rtol=1e-9, atol=1e-9)  # the start itself, untrained
-    assert model.latent_mean_.shape == (110, 2) and np.isfinite(model.latent_mean_).all()
+    np.testing.assert_allclose(model.entity_means_, expected, rtol=1e-9, atol=1e-9)  # the start itself, untrained
+    assert model.entity_means_.shape == (110, 2) and np.isfinite(model.entity_means_).all()
 
 
 def test_lbfgs_from_scratch_reaches_the_collapsed_bound(toy_views):
@@ -452,7 +466,7 @@ def test_lbfgs_from_scratch_reaches_the_collapsed_bound(toy_views):
     # for another CPU's path)
     mrd = ba.MRD(latent_dim=4, num_inducing=10, max_iter=1000, progress=False, seed=0).fit(toy_views)
     svi = StochasticMRD(latent_dim=4, num_inducing=10, batch_size=60, max_epochs=1500, warmup_epochs=100,
-                        optimizer="lbfgs", progress=False, seed=0)
+                        optimizer="lbfgs", init="pca", progress=False, seed=0)
     _quiet(svi, toy_views)
     assert svi.elbo() > mrd.elbo() - 0.01 * abs(mrd.elbo())
     # the final state (q(u) set to its optimum there) is the best point L-BFGS evaluated, to the line search's
@@ -463,16 +477,15 @@ def test_lbfgs_from_scratch_reaches_the_collapsed_bound(toy_views):
     assert svi.elbo_history_[-1] > svi.elbo_history_[100]
 
 
-def test_adam_path_normalises_the_latent_every_hundred_steps(toy_views):
+def test_adam_path_normalises_the_latent_at_every_read_back(toy_views):
     # Under N(0, I) the Adam path moves q(X), the inducing inputs and the lengthscales to the exact shift and
     # scale of each latent dimension that minimise the KL at equal likelihood (as the collapsed engine does at
-    # its L-BFGS restarts): a fit of NORMALISE_EVERY minibatch steps (2 per epoch) ends on it, so each dimension's
+    # its L-BFGS restarts), every `window` epochs: a fit of two windows ends on it, so each dimension's
     # means average 0 and its second moments (mu^2 + S) average 1 (to round-off), and the likelihood terms are
     # those before the step (compared through the ELBO minus its KL, on the same parameters).
-    every = StochasticMRD.NORMALISE_EVERY
-    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, batch_size=30, max_epochs=every // 2, warmup_epochs=0,
-                               progress=False, seed=0), toy_views)
-    mu, S = svi.latent_mean_, svi.latent_variance_
+    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, batch_size=30, max_epochs=10, window=5, warmup_epochs=0,
+                               init="pca", progress=False, seed=0), toy_views)
+    mu, S = svi.entity_means_, svi.entity_variances_
     np.testing.assert_allclose(mu.mean(0), 0.0, atol=1e-10)
     np.testing.assert_allclose((mu ** 2 + S).mean(0), 1.0, rtol=1e-10)
     # the step itself: the ELBO rises by exactly the KL it removes (the likelihood terms are unchanged)
@@ -484,7 +497,7 @@ def test_adam_path_normalises_the_latent_every_hundred_steps(toy_views):
     assert kl() < kl_before
     assert svi.elbo() - before == pytest.approx(kl_before - kl(), rel=1e-8)
     # under another prior (a GP over time, whose KL the step would not minimise) nothing moves
-    timed = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, batch_size=60, max_epochs=2, warmup_epochs=0,
+    timed = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, batch_size=60, max_epochs=2, warmup_epochs=0,
                                  latent_prior="gp", progress=False, seed=0), toy_views, time_index=np.arange(60.0))
     state = {k: v.clone() for k, v in timed.model_.state_dict().items()}
     timed._normalise_latent()
@@ -494,18 +507,20 @@ def test_adam_path_normalises_the_latent_every_hundred_steps(toy_views):
 def test_lbfgs_refuses_a_stochastic_elbo(toy_views):
     binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
     with pytest.raises(ValueError, match="every view Gaussian"):
-        StochasticMRD(latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, optimizer="lbfgs",
+        StochasticMRD(init="pca", latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, optimizer="lbfgs",
                       progress=False).fit(binary)
     with pytest.raises(ValueError, match="batch_size >= the 60 entities"):
-        StochasticMRD(latent_dim=2, num_inducing=8, batch_size=16, optimizer="lbfgs", progress=False).fit(toy_views)
+        StochasticMRD(init="pca", latent_dim=2, num_inducing=8, batch_size=16, optimizer="lbfgs",
+                      progress=False).fit(toy_views)
     with pytest.raises(ValueError, match="optimizer must be one of"):
-        StochasticMRD(optimizer="sgd").fit(toy_views)
+        StochasticMRD(init="pca", optimizer="sgd").fit(toy_views)
 
 
 def test_q_u_losing_positive_definiteness_is_reported(toy_views):
     # natural parameters whose -2 * Theta_2 is not positive definite (what a float32 natural-gradient step can
     # leave at scale): a FloatingPointError that says what to change, not GPyTorch's NotPSDError from deep inside
-    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0),
+                               toy_views)
     distribution = svi.model_.gps[0].variational_strategy._variational_distribution
     with torch.no_grad():
         distribution.natural_mat.copy_(torch.eye(8, dtype=F64).expand_as(distribution.natural_mat))
@@ -518,7 +533,8 @@ def test_a_natural_gradient_step_that_breaks_q_u_is_undone_and_halved(toy_views)
     # a step of size 3 overshoots the optimal q(u) (size 1 reaches it for a Gaussian view) to a precision that is
     # no longer positive definite, as float32 round-off can at 100,000 rows: the step is undone, its size halved
     with pytest.warns(RuntimeWarning, match="q\\(u\\) lost positive definiteness .* step was undone"):
-        svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=30, batch_size=20, natural_gradient_lr=3.0,
+        svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=30, batch_size=20,
+                                   natural_gradient_lr=3.0,
                                    progress=False, seed=0), toy_views)
     assert svi.natural_gradient_halvings_ >= 1
     assert svi.natural_gradient_lr_ == 3.0 / 2 ** svi.natural_gradient_halvings_
@@ -532,7 +548,8 @@ def test_a_collapsed_latent_variance_gives_a_finite_elbo_not_a_refused_zero_scal
     # ended a fit with torch's "Expected parameter scale ... GreaterThan(lower_bound=0.0)"; the variance has a floor
     from bayesalign.gp.svi.guide import VARIANCE_FLOOR
 
-    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0), toy_views)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0),
+                               toy_views)
     with torch.no_grad():
         svi.model_.q_x.raw_variance[:5].fill_(-1e4)
     assert float(svi.model_.q_x.variance.min()) == pytest.approx(VARIANCE_FLOOR, rel=1e-6)
@@ -553,11 +570,13 @@ def test_graph_prior_bound_equals_the_collapsed_engine_s(toy_views):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         mrd.fit(toy_views, latent_prior=prior)
-    svi = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, latent_prior=prior, progress=False,
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=0, latent_prior=prior,
+                               progress=False,
                                seed=0), toy_views)
     svi.load_collapsed(mrd)
     assert svi.elbo(num_samples=1) == pytest.approx(mrd.elbo(), rel=1e-7, abs=1e-6)
-    plain = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0), toy_views)
+    plain = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=0, progress=False, seed=0),
+                                 toy_views)
     plain.load_collapsed(mrd)
     assert abs(plain.elbo(num_samples=1) - mrd.elbo()) > 1.0
     # the per-entity terms, summed over a partition of the entities into minibatches, are KL(q || N(0, I)) minus
@@ -602,7 +621,8 @@ def test_tied_q_u_takes_the_same_natural_gradient_step_as_gpytorch_s(toy_views):
     from gpytorch.optim import NGD
     from pyro.infer import TraceMeanField_ELBO
 
-    tied = _quiet(StochasticMRD(latent_dim=3, num_inducing=8, max_epochs=3, batch_size=20, progress=False, seed=0),
+    tied = _quiet(StochasticMRD(init="pca", latent_dim=3, num_inducing=8, max_epochs=3, batch_size=20,
+                                progress=False, seed=0),
                   toy_views)
     assert all(gp.tied for gp in tied.model_.gps)
     untied = _untied_copy(tied)
@@ -660,12 +680,13 @@ def test_q_u_is_tied_exactly_where_it_loses_nothing(toy_views):
     # outputs' optimal covariances differ), a non-Gaussian view, or Adam on a Cholesky q(u)
     holed = {k: v.copy() for k, v in toy_views.items()}
     holed["b"][3, 1] = np.nan
-    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=1, progress=False, seed=0), holed)
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=1, progress=False, seed=0), holed)
     assert [gp.tied for gp in svi.model_.gps] == [True, False]
     binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
-    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=1,
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=1,
                                progress=False, seed=0), binary)
     assert [gp.tied for gp in svi.model_.gps] == [True, False]
-    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, natural_gradient_lr=None, max_epochs=1, progress=False,
+    svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, natural_gradient_lr=None, max_epochs=1,
+                               progress=False,
                                seed=0), toy_views)
     assert [gp.tied for gp in svi.model_.gps] == [False, False]

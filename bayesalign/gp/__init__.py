@@ -10,9 +10,13 @@
   (the collapsed bound and the optimal q(u)), :mod:`.psi` and :mod:`.functions` (psi-statistics: the
   closed forms and the fused RBF path), :mod:`.kernels` (kernel factory, ARD relevance),
   :mod:`.initialisation` (views in, q(X) starts; :func:`cca_latent`), :mod:`._model` (the estimator
-  base), :mod:`._optim` (L-BFGS / Adam), :mod:`.inference` (q(x*) of new rows), :mod:`.io` (files),
-  :mod:`.priors` (p(X): N(0, I) or a graph prior, :class:`GraphLaplacianPrior`; ``MRD.fit(latent_prior=...)``).
+  base), :mod:`._optim` (L-BFGS / Adam), :mod:`.inference` (q(x*) of new rows), :mod:`.prediction`
+  (predictions, resolution), :mod:`.extend` (split entities, grown inducing inputs), :mod:`.model_file`
+  (files), :mod:`.priors` (p(X): N(0, I) or a graph prior, :class:`GraphLaplacianPrior`;
+  ``MRD.fit(latent_prior=...)``).
 - The stochastic engine (Pyro / SVI, minibatches, other likelihoods): :mod:`.svi`.
+- Both engines' fitted interface (``entity_means_``, ``entity_variances_``, ``observed_``, ``relevance_``,
+  ``shared_dims``, ``private_dims``, ``embedding_``): :class:`~bayesalign.gp.fitted.FittedLatentModel`.
 """
 
 import warnings
@@ -24,10 +28,9 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning)
     import linear_operator  # noqa: F401
 
-from ._model import cca_latent
 from ._optim import NonFiniteBoundError
 from .bgplvm import BayesianGPLVM
-from .initialisation import StartError
+from .initialisation import StartError, cca_latent
 from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
 from .model_file import load_model
 from .mrd import MRD

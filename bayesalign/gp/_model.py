@@ -1,8 +1,9 @@
 """The estimator base of BayesianGPLVM and MRD: fit (initialisation, restarts, the optimiser phases),
-relevance and shared dimensions, predict, infer, save / load.
+continuation and growth, relevance, predict, infer, save / load; the rest of the fitted interface is
+:class:`~bayesalign.gp.fitted.FittedLatentModel`'s.
 
 The torch module is :mod:`bayesalign.gp.module`, the initialisation :mod:`bayesalign.gp.initialisation`,
-the optimisers :mod:`bayesalign.gp._optim`. The names those modules define are also importable from here.
+the optimisers :mod:`bayesalign.gp._optim`.
 """
 
 from __future__ import annotations
@@ -14,35 +15,29 @@ from collections.abc import Sequence
 import gpytorch
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
 from .._utils import as_rng
 from ..data import LatentEmbedding, check_view
 from . import _optim
+from .extend import farthest_points, split_entities
+from .fitted import FittedLatentModel
 from .inference import infer_latent
 from .initialisation import (
     StartError,
-    anchored_latent,
-    as_paired_views,
-    as_views,
-    cca_latent,
     centre_view,
     check_observed,
-    complete_views,
     entity_means_from_embedding,
     init_latent,
     partial_latent,
 )
-from .kernels import ard_relevance, make_kernel, relevant_dimensions, shared_dimensions
+from .kernels import ard_relevance, make_kernel
 from .model_file import load_model, save_model
 from .module import LatentGPModule, resolve_dtype
+from .prediction import collapsed_resolution, predict_outputs
 from .priors import check_latent_prior
-from .psi import psi_statistics
 
-__all__ = ["LatentGPBase", "LatentGPModule", "anchored_latent", "as_paired_views", "as_views", "cca_latent",
-           "centre_view", "check_observed", "complete_views", "entity_means_from_embedding", "init_latent",
-           "resolve_dtype"]
+__all__ = ["LatentGPBase"]
 
 
 def _starts(init) -> list:
@@ -63,11 +58,7 @@ def _init_label(init) -> str:
     return "embedding" if isinstance(init, LatentEmbedding) else "array"
 
 
-#: Where :meth:`LatentGPBase.split_entities` starts the q(x) of the entities it splits.
-SPLIT_STARTS = ("copy", "inferred")
-
-
-class LatentGPBase(BaseEstimator):
+class LatentGPBase(FittedLatentModel):
     """Fit / predict / infer / save for BayesianGPLVM and MRD (see :class:`bayesalign.gp.MRD`)."""
 
     _method = "MRD"
@@ -288,91 +279,9 @@ class LatentGPBase(BaseEstimator):
         return self
 
     def split_entities(self, view, rows, latent_prior=None, start: str = "copy", infer_max_iter: int = 500):
-        """A copy of the fitted model in which ``rows`` of ``view`` are entities of their own, not yet refitted.
-
-        Each row given leaves the entity it shared with other views (e.g. an anchor pair) for a new entity,
-        appended after the model's; every other parameter (kernels, noise, inducing inputs, the other
-        entities' q(x)) is kept. Where the split entities start (``start``):
-
-        - ``"copy"``: the new entity's q(x) is a copy of the old one's, which keeps its own. Each view's
-          term of the bound is then unchanged (its rows see the same q(x) as before), and the bound differs
-          only by the new entities' KL: under the standard normal prior exactly
-          :math:`-\\sum_n \\mathrm{KL}(q(x_n) \\| N(0, I))` over the copies.
-        - ``"inferred"``: each new entity starts at the q(x) its row alone gives under the fitted model
-          (:func:`~bayesalign.gp.inference.infer_latent`, as :meth:`infer`, at most ``infer_max_iter``
-          evaluations), and each entity a row left that one view alone still observes starts at the q(x) of
-          that view's row, inferred the same way (an entity still seen by several views keeps its q(x)).
-          A copy starts with the posterior of an entity that both views pinned down, about half the
-          variance one view gives, and a short continuation does not undo that (benchmarks/RESULTS.md,
-          "Held-out anchors placed by their own views"); inferred, the split rows start where unaligned
-          rows of their views are placed.
-
-        :meth:`continue_fit` goes on from there: the held-out anchors of MAD's temperature
-        (``MAD(calibration_pairs="held_out")``) are pairs split this way (``"inferred"``) and refitted.
-
-        ``latent_prior``: p(X) over the enlarged set of entities (None: the standard normal); a model fitted
-        under another prior needs it given, since how a prior over entities extends to new ones is the
-        caller's knowledge (e.g. which graph edges move with the row). The model itself is not changed.
-        """
-        self._check_fitted()
-        v = self._view_index(view)
-        module = self.module_
-        entity_of = module.observed(v)
-        if entity_of is None:
-            raise ValueError("split_entities needs a partially observed model (fitted with observed=...); this "
-                             "one has one latent point per row of every view")
-        rows = np.unique(np.asarray(rows, dtype=np.int64).ravel())
-        n_rows = int(entity_of.shape[0])
-        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
-            raise IndexError(f"rows of view {self.view_names_[v]!r} must lie in [0, {n_rows}), got "
-                             f"{rows.min()}..{rows.max()}")
-        if latent_prior is None and getattr(module.latent_prior, "name", None) != "standard_normal":
-            raise ValueError(f"the model was fitted under the prior {module.latent_prior.name!r}: give "
-                             "latent_prior over the enlarged set of entities")
-        if start not in SPLIT_STARTS:
-            raise ValueError(f"start must be one of {SPLIT_STARTS}, got {start!r}")
-        device = entity_of.device
-        E = int(module.q_mean.shape[0])
-        rows_t = torch.as_tensor(rows, device=device)
-        old = entity_of[rows_t]  # [k] the entities the rows leave
-        observed = [module.observed(u) for u in range(module.n_views)]
-        observed[v] = entity_of.clone()
-        observed[v][rows_t] = E + torch.arange(rows.size, device=device)
-        inferred = []  # (entities, their q(x) inferred from one view's rows alone)
-        if start == "inferred" and rows.size:
-            per_view = [rows_u if rows_u is not None else torch.arange(module.outputs(u).shape[0], device=device)
-                        for u, rows_u in enumerate(observed)]  # each view's entity per row, after the split
-            n_seen = torch.zeros(E + rows.size, dtype=torch.long, device=device)
-            for rows_u in per_view:
-                n_seen.index_add_(0, rows_u, torch.ones_like(rows_u))
-            left = torch.zeros(E + rows.size, dtype=torch.bool, device=device)
-            left[old] = True
-            sources = [(E + torch.arange(rows.size, device=device), v, rows_t)]  # (entities, view, its rows)
-            for u, rows_u in enumerate(per_view):
-                alone = torch.nonzero(left[rows_u] & (n_seen[rows_u] == 1)).ravel()  # rows of u left seen by u only
-                if u != v and alone.numel():
-                    sources.append((rows_u[alone], u, alone))
-            inferred = [(entities, infer_latent(module, u, module.outputs(u)[rows_u], max_iter=infer_max_iter))
-                        for entities, u, rows_u in sources]
-        with torch.no_grad():
-            mean = torch.cat([module.q_mean, module.q_mean[old]])  # [E + k, Q]
-            variance = torch.cat([module.q_variance, module.q_variance[old]])
-            for entities, (mu, S) in inferred:
-                mean[entities], variance[entities] = mu.to(mean.dtype), S.to(variance.dtype)
-            split = LatentGPModule(
-                outputs=[module.outputs(u) for u in range(module.n_views)], q_mean=mean, q_variance=variance,
-                inducing_inputs=module.inducing_inputs.detach(),
-                kernels=[copy.deepcopy(kernel) for kernel in module.kernels], noise=module.noise.detach(),
-                noise_floor=module.raw_noise_constraint.lower_bound.detach(), jitter=module.jitter,
-                observed=[None if rows_u is None else rows_u.clone() for rows_u in observed],
-                latent_prior=latent_prior)
-        model = copy.copy(self)
-        model.module_ = split
-        model.history_ = np.zeros(0)
-        model.history_seconds_ = np.zeros(0)
-        model.n_iter_ = 0
-        model.converged_ = False
-        return model
+        """A copy of the fitted model in which ``rows`` of ``view`` are entities of their own, not yet refitted
+        (:func:`bayesalign.gp.extend.split_entities`; :meth:`continue_fit` goes on from there)."""
+        return split_entities(self, view, rows, latent_prior=latent_prior, start=start, infer_max_iter=infer_max_iter)
 
     def grow_inducing(self, num_inducing: int, max_iter: int | None = None):
         """Add inducing inputs up to ``num_inducing`` per set, then go on maximising the bound (:meth:`continue_fit`).
@@ -404,15 +313,7 @@ class LatentGPBase(BaseEstimator):
             warnings.warn(f"num_inducing={num_inducing} is more than the {means.shape[0]} observed entities; using "
                           f"{means.shape[0]}", RuntimeWarning, stacklevel=3)
             num_inducing = int(means.shape[0])
-        grown = []
-        for Zk in Z:  # each set of inducing inputs: [M, Q]
-            gap = torch.cdist(means, Zk).min(1).values  # [N_seen] distance to the nearest inducing input
-            chosen = []
-            for _ in range(num_inducing - Zk.shape[0]):
-                i = int(torch.argmax(gap))
-                chosen.append(i)
-                gap = torch.minimum(gap, (means - means[i]).square().sum(1).sqrt())
-            grown.append(torch.cat([Zk, means[chosen]], 0))
+        grown = [farthest_points(Zk, means, num_inducing) for Zk in Z]  # each set of inducing inputs: [M, Q]
         module.inducing_inputs = torch.nn.Parameter(torch.stack(grown))  # [1 or V, num_inducing, Q]
         self.num_inducing = int(num_inducing)
 
@@ -492,20 +393,6 @@ class LatentGPBase(BaseEstimator):
         return [spread if p is module.q_mean else None for p in params]
 
     # -- results --------------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "module_"):
-            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
-
-    def _view_index(self, view) -> int:
-        self._check_fitted()
-        if isinstance(view, (int, np.integer)) and not isinstance(view, bool):
-            if not -len(self.view_names_) <= view < len(self.view_names_):
-                raise IndexError(f"view index {view} out of range for {len(self.view_names_)} views")
-            return int(view) % len(self.view_names_)
-        if view not in self.view_names_:
-            raise KeyError(f"no view named {view!r}; views are {list(self.view_names_)}")
-        return self.view_names_.index(view)
-
     def elbo(self) -> float:
         """The variational lower bound on log p(Y) at the current parameters (the KL included); with
         priors registered on parameters (e.g. ``make_kernel(lengthscale_prior=...)``) the objective
@@ -524,66 +411,10 @@ class LatentGPBase(BaseEstimator):
 
     @property
     def resolution_(self) -> dict[str, np.ndarray]:
-        r"""How finely each view's data pin down each latent dimension: [Q] per view, unit-free.
-
-        .. math:: r_{vq} = \frac{\operatorname{Var}_n(\mu_{nq})}{\sigma_v^2} \, \frac{1}{N_v}
-                  \sum_{n=1}^{N_v} \sum_{d} \Big(\frac{\partial \bar f_{vd}(\mu_n)}{\partial x_q}\Big)^2,
-
-        with :math:`\bar f_v(x) = k_v(x, Z_v)\,\alpha_v` the predictive mean of view v under its optimal
-        q(u), :math:`\mu_n` the q(X) means of the rows view v observes and :math:`\sigma_v^2` its noise
-        variance. It is the Fisher information that view v's outputs carry about :math:`x_q` (Gaussian
-        likelihood, at the posterior means), times the spread of the points along q: the squared
-        number of noise standard deviations by which the view's noiseless outputs move when x moves
-        by one standard deviation along q. :math:`r_{vq} > 1`: view v resolves dimension q more finely
-        than the points are spread along it.
-
-        Unlike the ARD relevance (``relevance_``) it does not change when a dimension is rescaled
-        (:math:`x_q \to c x_q`, :math:`l_q \to c l_q`), and it counts how many outputs depend on
-        the dimension and how noisy they are: a dimension with a hundredth of a view's largest
-        relevance can still be resolved a hundred times over by a view with many quiet outputs,
-        while a dimension switched off by ARD has a resolution of about 0. MAD's shared dimensions
-        (``shared_by="resolution"``) are those every view resolves. The derivatives are exact: reverse-mode
-        automatic differentiation of k(x, Z) gives :math:`\partial k(x_n, z_m) / \partial x_n` for each
-        inducing input (one pass each), contracted with :math:`\alpha_v` (forward mode would need fewer
-        passes, but its dual levels are process-global and clash between threads, e.g. dask workers).
-        """
+        """How finely each view's data pin down each latent dimension: [Q] per view, unit-free
+        (:func:`bayesalign.gp.prediction.collapsed_resolution`)."""
         self._check_fitted()
-        module, out = self.module_, {}
-        for v, name in enumerate(self.view_names_):
-            with torch.no_grad():
-                mean = module.view_latent(v)[0].detach()  # [N_v, Q]
-                Z = module.inducing(v).detach()
-                alpha = module.posterior(v).alpha.detach().to(mean.dtype)  # [M, D_v]; the posterior is float64
-                noise = module.noise[v].detach()
-            kernel, (Q, M) = module.kernels[v], (mean.shape[1], Z.shape[0])
-            total = mean.new_zeros(Q)
-            for start in range(0, mean.shape[0], 1024):
-                x = mean[start:start + 1024].clone().requires_grad_(True)  # [n, Q]
-                with torch.enable_grad():
-                    K = kernel(x, Z).to_dense()  # [n, M]
-                    # d k(x_n, z_m) / d x_n for every m: row n of K depends on x_n alone   [n, Q, M]
-                    dK = torch.stack([torch.autograd.grad(K[:, m].sum(), x, retain_graph=m < M - 1)[0]
-                                      for m in range(M)], -1)
-                total += (dK.detach() @ alpha).square().sum((0, 2))  # sum_n sum_d (d fbar_d / d x_q)^2   [Q]
-            spread = mean.var(0, unbiased=False)  # [Q]
-            out[name] = (spread * total / max(mean.shape[0], 1) / noise).cpu().numpy()
-        return out
-
-    def _active(self, threshold: float) -> dict[str, np.ndarray]:
-        return {name: relevant_dimensions(rel, threshold) for name, rel in self.relevance_.items()}
-
-    @property
-    def latent_(self) -> LatentEmbedding:
-        """q(X) as a LatentEmbedding: per view the means and variances of the entities its rows observe,
-        in its row order (the same arrays for every view of a paired fit)."""
-        self._check_fitted()
-        mean = self.module_.q_mean.detach().cpu().numpy()
-        var = self.module_.q_variance.detach().cpu().numpy()
-        rows = self.observed_
-        return LatentEmbedding(means={v: mean[rows[v]] for v in self.view_names_},
-                               variances={v: var[rows[v]] for v in self.view_names_},
-                               shared_dims=self._shared(self._default_threshold), method=self._method,
-                               info={"elbo": self.elbo(), "relevance": self.relevance_})
+        return collapsed_resolution(self.module_, self.view_names_)
 
     @property
     def entity_means_(self) -> np.ndarray:
@@ -608,11 +439,6 @@ class LatentGPBase(BaseEstimator):
             out[name] = np.arange(module.q_mean.shape[0]) if rows is None else rows.cpu().numpy()
         return out
 
-    _default_threshold = 0.05
-
-    def _shared(self, threshold):
-        return shared_dimensions(self.relevance_, threshold)
-
     @property
     def noise_variance_(self) -> dict[str, float]:
         """Noise variance per view (of the centred outputs)."""
@@ -630,46 +456,7 @@ class LatentGPBase(BaseEstimator):
         return tensor
 
     def _predict(self, view, X, X_variance=None, include_noise=True, chunk_size=256):
-        v = self._view_index(view)
-        name = self.view_names_[v]
-        Q = self.module_.q_mean.shape[1]
-        X = check_view(X, "X")
-        if X.shape[1] != Q:
-            raise ValueError(f"X has {X.shape[1]} columns, the latent space has {Q}")
-        S = np.zeros_like(X) if X_variance is None else check_view(X_variance, "X_variance")
-        if S.shape != X.shape:
-            raise ValueError(f"X_variance must have the shape of X {X.shape}, got {S.shape}")
-        if (S < 0).any():
-            raise ValueError("X_variance must be non-negative")
-        module = self.module_
-        kernel, Z = module.kernels[v], module.inducing(v)
-        keep = self.kept_columns_[name]
-        with torch.no_grad():
-            post = module.posterior(v)
-            alpha, W = post.alpha, post.woodbury_inv  # [M, D], [M, M]
-            means, variances = [], []
-            Xt, St = self._tensor(X, "X"), self._tensor(S, "X_variance")
-            for start in range(0, X.shape[0], chunk_size):
-                # moments of f under q(x*) = N(X, diag(S)) (S = 0: exact GP predictions)
-                stats = psi_statistics(kernel, Xt[start:start + chunk_size], St[start:start + chunk_size], Z,
-                                       per_point=True)
-                # q(u) is float64 whatever the model's dtype: a float32 model's statistics join it there
-                psi0, psi1, psi2 = (s.to(alpha.dtype) for s in (stats.psi0, stats.psi1, stats.psi2))
-                mean = psi1 @ alpha  # [n, D]
-                second = torch.einsum("md,nmk,kd->nd", alpha, psi2, alpha)  # alpha_d' psi2_n alpha_d
-                shared = psi0 - (psi2 * W).sum((-2, -1))  # psi0_n - tr(W psi2_n)   [n]
-                var = (second - mean.square() + shared[:, None]).clamp_min(0.0)
-                if include_noise:
-                    var = var + module.noise[v]
-                means.append(mean)
-                variances.append(var)
-            mean = torch.cat(means).cpu().numpy()
-            var = torch.cat(variances).cpu().numpy()
-        out_mean = np.tile(self.output_means_[name], (X.shape[0], 1))  # [n, D]
-        out_var = np.zeros_like(out_mean)
-        out_mean[:, keep] += mean
-        out_var[:, keep] = var
-        return out_mean, out_var
+        return predict_outputs(self, view, X, X_variance, include_noise, chunk_size)
 
     def _infer(self, view, Y_new, max_iter=500, tol=1e-10, progress=None, chunk_size=1024, context=None):
         if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 1:

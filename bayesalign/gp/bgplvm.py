@@ -33,7 +33,7 @@ class BayesianGPLVM(LatentGPBase):
     >>> Y = np.hstack([np.sin(t), np.cos(t), np.sin(2 * t)]) @ np.random.default_rng(0).normal(size=(3, 8))
     >>> model = BayesianGPLVM(latent_dim=2, num_inducing=10, max_iter=50, warmup_iters=10, progress=False,
     ...                       seed=0).fit(Y)
-    >>> model.latent_.means["Y"].shape
+    >>> model.embedding_.means["Y"].shape
     (40, 2)
     """
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ..data import AlignmentProblem, Views
-from ._model import LatentGPBase, as_paired_views, as_views
+from ._model import LatentGPBase
+from .initialisation import as_paired_views, as_views
 from .model_file import register_model_class
 
 __all__ = ["MRD"]
@@ -155,7 +155,7 @@ class MRD(LatentGPBase):
     resolution_ : dict view -> array [Q]
         How finely each view's outputs pin down each latent dimension: its Fisher information about
         x_q times the spread of the q(X) means along q, unit-free (above 1: resolved; see the property).
-    latent_ : LatentEmbedding
+    embedding_ : LatentEmbedding
         q(X) means and variances of each view's rows (the same for every view of a paired fit),
         ``shared_dims`` at threshold 0.05.
     entity_means_, entity_variances_ : array [n_entities, Q]
@@ -173,7 +173,7 @@ class MRD(LatentGPBase):
     >>> views = {"a": np.hstack([np.sin(t), np.cos(2 * t)]) @ rng.normal(size=(2, 6)),
     ...          "b": np.hstack([np.sin(t), np.cos(3 * t)]) @ rng.normal(size=(2, 5))}
     >>> mrd = MRD(latent_dim=3, num_inducing=10, max_iter=50, warmup_iters=10, progress=False, seed=0).fit(views)
-    >>> mrd.latent_.means["a"].shape, sorted(mrd.relevance_)
+    >>> mrd.embedding_.means["a"].shape, sorted(mrd.relevance_)
     ((40, 3), ['a', 'b'])
     >>> mean, var = mrd.infer("b", views["b"][:5])
     >>> mean.shape
@@ -185,7 +185,7 @@ class MRD(LatentGPBase):
     >>> observed = {"b": np.r_[np.arange(10), np.arange(40, 70)]}
     >>> mrd = MRD(latent_dim=3, num_inducing=10, max_iter=30, warmup_iters=10, progress=False, seed=0)
     >>> mrd = mrd.fit({"a": views["a"], "b": views["b"][:40]}, observed=observed)
-    >>> mrd.entity_means_.shape, mrd.latent_.means["b"].shape
+    >>> mrd.entity_means_.shape, mrd.embedding_.means["b"].shape
     ((70, 3), (40, 3))
     """
 
@@ -253,22 +253,6 @@ class MRD(LatentGPBase):
         else:
             names, arrays = as_views(views)
         return self._fit_views(names, arrays, observed=observed, n_entities=n_entities, latent_prior=latent_prior)
-
-    def shared_dims(self, threshold: float = 0.05) -> np.ndarray:
-        """Latent dimensions relevant to every view.
-
-        A dimension is relevant to a view when its relevance divided by the view's largest
-        relevance exceeds ``threshold``.
-        """
-        return self._shared(threshold)
-
-    def private_dims(self, view, threshold: float = 0.05) -> np.ndarray:
-        """Latent dimensions relevant to ``view`` and to no other view (see :meth:`shared_dims`)."""
-        name = self.view_names_[self._view_index(view)]
-        active = self._active(threshold)
-        others = [a for k, a in active.items() if k != name]
-        other_any = np.logical_or.reduce(others) if others else np.zeros_like(active[name])
-        return np.flatnonzero(active[name] & ~other_any)
 
     def predict(self, view, X, X_variance=None, include_noise: bool = True):
         """Posterior mean and variance [n, D_v] of view ``view``'s outputs at latent points X [n, Q].

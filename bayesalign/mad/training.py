@@ -75,13 +75,6 @@ def _anchor_init(train, latent_dim: int, seed):
     return pad_latent(init_latent("pca", names, centred, limit, seed), latent_dim, seed)  # [G, latent_dim]
 
 
-def entity_posteriors(model) -> tuple[np.ndarray, np.ndarray]:
-    """q(X) of every entity of an all-rows model: (means, variances) [n_entities, Q], of either engine."""
-    if hasattr(model, "entity_means_"):
-        return model.entity_means_, model.entity_variances_
-    return model.latent_mean_, model.latent_variance_
-
-
 def fit_anchors_only(mad, views: Views, groups: np.ndarray) -> dict:
     """The paper's procedure: MRD on the anchor rows (eq. 3), then q_v(x) of the other rows of each view v with view
     v's model only (eq. 4). ``groups`` [G, V]: the anchor groups' rows in each view."""
@@ -221,7 +214,7 @@ def fit_all_rows(mad, problem: AlignmentProblem, views: Views, groups: np.ndarra
                 model.continue_fit(budget - options["max_iter"])
             model.max_iter = budget
             model.grow_inducing(M, max(budget // 2, 1))
-    mean, var = entity_posteriors(model)  # [E, Q] each
+    mean, var = model.entity_means_, model.entity_variances_  # [E, Q] each
     out = {"model_": model, "entities_": (n_entities, rows), "prior_edges_": extra_edges,
            "timings_": {"fit_seconds": time.perf_counter() - clock, "infer_seconds": 0.0}}
     if tried is not None and start is None:  # a fit from scratch: which start won
@@ -242,12 +235,12 @@ def embedding(mad) -> LatentEmbedding:
             "min_resolution": MIN_RESOLUTION}
     shared = mad.shared_dims_[tuple(names[:2])]
     if mad.entities_ is not None:  # all rows: each row's entity
-        mean, var = entity_posteriors(mad.model_)
+        mean, var = mad.model_.entity_means_, mad.model_.entity_variances_
         rows = mad.entities_[1]
         return LatentEmbedding({v: np.asarray(mean[rows[v]]) for v in names},
                                {v: np.asarray(var[rows[v]]) for v in names}, shared_dims=shared, method="mad",
                                info=info)
-    latent = mad.model_.latent_
+    latent = mad.model_.embedding_
     group_mean = np.asarray(next(iter(latent.means.values())))  # [G, Q], one row per anchor group
     group_var = latent.variance_of(next(iter(latent.means)))  # [G, Q]
     means, variances = {}, {}

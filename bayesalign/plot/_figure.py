@@ -29,7 +29,7 @@ def _embedding_of(source):
 
     if isinstance(source, LatentEmbedding):
         return source
-    for name in ("embedding", "embedding_", "latent_"):  # MethodResult, MAD / spectral estimators, MRD
+    for name in ("embedding", "embedding_"):  # MethodResult; MAD, spectral estimators, MRD, StochasticMRD
         found = getattr(source, name, None)
         if isinstance(found, LatentEmbedding):
             return found

@@ -43,7 +43,7 @@ def plot_latent(source, dims=None, labels=None, confidence=None, views=None, sho
 
     Parameters
     ----------
-    source : LatentEmbedding, or a fitted model / MethodResult that has one (``embedding_``, ``latent_``)
+    source : LatentEmbedding, or a fitted model / MethodResult that has one (``embedding_``)
     dims : pair of int, optional
         The latent dimensions to draw; default the first two shared dimensions of the embedding
         (its first two dimensions when fewer are shared).

@@ -3,7 +3,9 @@
 - :mod:`.model`: the generative model (latent prior, per-view GPs and likelihoods) and its guide;
 - :mod:`.guide`: q(X) and the per-view sparse variational GPs;
 - :mod:`.likelihoods`: Gaussian, Bernoulli, Poisson, negative binomial; expected log-likelihoods with missing entries;
-- :mod:`.estimator`: :class:`StochasticMRD`, the scikit-learn style estimator.
+- :mod:`.estimator`: :class:`StochasticMRD`, the scikit-learn style estimator;
+- :mod:`.inputs`: its input checks; :mod:`.start`: its collapsed start; :mod:`.training`: its training loops;
+  :mod:`.inference`: q(x*) of new rows.
 """
 
 from .estimator import StochasticMRD

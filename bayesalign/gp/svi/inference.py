@@ -1,0 +1,95 @@
+"""q(x*) of new rows of one view under a fitted :class:`~bayesalign.gp.svi.StochasticMRD` (its ``infer``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...data.views import InputTypeError
+from ..inference import nearest_observed_rows
+from .likelihoods import check_targets, expected_log_likelihood
+
+__all__ = ["infer_rows"]
+
+
+def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, seed=0):
+    r"""q(x*) = N(mean, diag(variance)) [n, Q] for new rows ``Y_new`` [n, D_v] of one view (NaN: missing).
+
+    Per-row optimisation with the model fixed (the GPs, q(U), likelihood and the other views
+    untouched): q(x*_n) maximises
+
+        E_q(x*_n)[sum_d E_q(f)[log p(y*_nd | f_d(x*_n))]] - KL(q(x*_n) || p(x)),
+
+    the expectation over x*_n a sample average over ``num_samples`` reparameterised draws
+    ``x = mean + sqrt(variance) * eps`` with the draws ``eps`` fixed for the whole optimisation
+    (sample-average approximation; eps is moment-matched per row and dimension, sample mean 0 and
+    mean square 1, so a locally quadratic objective has its optimum exactly), maximised by
+    L-BFGS (strong Wolfe line search) from the fitted q(x) of the view's nearest training row
+    (mean squared difference over the entries both rows observe,
+    :func:`~bayesalign.gp.inference.nearest_observed_rows`), as the collapsed engine's ``MRD.infer``
+    starts (a row with missing entries started at the prior can stop in another mode). p(x) is N(0, I)
+    for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution otherwise
+    (a callable prior is evaluated at entity index 0). Dimensions the view ignores go to the prior (only
+    the KL acts on them). Rows are independent given the model: their objectives add.
+    """
+    est._check_fitted()
+    v = est._view_index(view)
+    name = est.view_names_[v]
+    try:
+        Y = np.array(Y_new, dtype=np.float64, copy=True)
+    except (TypeError, ValueError) as exc:  # strings, ragged lists
+        raise InputTypeError(f"view {name!r}: Y_new cannot be read as a numeric array ({exc})") from None
+    if Y.ndim == 1:
+        Y = Y[None]
+    if Y.ndim != 2 or Y.shape[0] == 0 or Y.shape[1] != est.n_features_in_[name]:
+        raise ValueError(f"Y_new for view {name!r} must have at least one row and {est.n_features_in_[name]} "
+                         f"columns, got shape {Y.shape}")
+    if int(num_samples) < 2:
+        raise ValueError(f"num_samples must be >= 2, got {num_samples!r}")
+    check_targets(est.likelihoods_[name], Y, name)
+    model = est.model_
+    like = model.q_x.mean
+    keep = est.kept_columns_[name]
+    y = torch.as_tensor(Y[:, keep] - est.output_means_[name][keep], dtype=like.dtype, device=like.device)  # [n, D]
+    n, Q, S = y.shape[0], like.shape[1], int(num_samples)
+    gen = torch.Generator(device=like.device).manual_seed(int(seed))
+    eps = torch.randn(S, n, Q, generator=gen, dtype=like.dtype, device=like.device)  # [S, n, Q]
+    eps = (eps - eps.mean(0)) / eps.std(0, unbiased=False)  # moment-matched draws
+    targets = y.expand(S, -1, -1).reshape(S * n, -1)  # [S n, D]
+    train = getattr(model, f"targets_{v}")  # [N_v, D] (centred, NaN where missing)
+    rows = getattr(model, f"rows_{v}")  # [N] row of each entity, -1 where unobserved; None: row n is entity n
+    entity = torch.arange(train.shape[0], device=like.device)
+    if rows is not None:
+        entity = torch.nonzero(rows >= 0).reshape(-1)[torch.argsort(rows[rows >= 0])]  # the entity of each row
+    start = entity[nearest_observed_rows(y, train)]  # [n]
+    mean = model.q_x.mean.detach()[start].clone().requires_grad_(True)
+    log_var = model.q_x.variance.detach()[start].log().clone().requires_grad_(True)
+    prior = model.prior_of(torch.zeros(n, dtype=torch.long, device=like.device))
+    optimiser = torch.optim.LBFGS([mean, log_var], lr=1.0, max_iter=int(max_iter), line_search_fn="strong_wolfe",
+                                  tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20)
+
+    def closure():
+        optimiser.zero_grad()
+        std = (0.5 * log_var).exp()
+        x = mean + std * eps  # [S, n, Q]
+        f_mean, f_var = model.gps[v].marginals(x.reshape(-1, Q))  # [S n, D]
+        ell = expected_log_likelihood(model.likelihoods[v], targets, f_mean, f_var).sum(-1).reshape(S, n).mean(0)
+        q = torch.distributions.Independent(torch.distributions.Normal(mean, std), 1)
+        try:
+            kl = torch.distributions.kl_divergence(q, prior)  # [n]
+        except NotImplementedError:
+            kl = (q.log_prob(x) - prior.log_prob(x)).mean(0)
+        loss = -(ell - kl).sum()
+        loss.backward()
+        return loss
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        optimiser.step(closure)
+    finally:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    if not (torch.isfinite(mean).all() and torch.isfinite(log_var).all()):
+        raise FloatingPointError(f"infer: q(x*) of view {name!r} became non-finite")
+    return mean.detach().cpu().numpy(), log_var.detach().exp().cpu().numpy()

@@ -1,0 +1,146 @@
+"""Input checks of :class:`~bayesalign.gp.svi.StochasticMRD`: its views, parameters, likelihoods and start."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from ...data import AlignmentProblem, LatentEmbedding, Views
+from ...data.views import check_view
+from ..module import resolve_dtype
+from ..priors import GraphLaplacianPrior
+from .likelihoods import LIKELIHOODS
+
+__all__ = ["OPTIMIZERS", "check_params", "constant_columns_dropped", "likelihood_names", "start_name",
+           "time_covariance", "views_with_nan"]
+
+#: ``optimizer`` of :class:`~bayesalign.gp.svi.StochasticMRD`.
+OPTIMIZERS = ("adam", "lbfgs")
+
+
+def views_with_nan(data) -> tuple[list[str], list[np.ndarray]]:
+    """Names and float64 copies of the views (:func:`~bayesalign.data.views.check_view`): NaN is a missing entry."""
+    if isinstance(data, AlignmentProblem):
+        data = data.views
+    if isinstance(data, Views):
+        pairs = [(name, data[name]) for name in data.names]
+    elif isinstance(data, Mapping):
+        pairs = list(data.items())
+    elif isinstance(data, (list, tuple)):
+        pairs = [(f"view{i}", a) for i, a in enumerate(data)]
+    else:
+        raise TypeError("expected Views, an AlignmentProblem, or a dict / list of 2-D arrays, got "
+                        f"{type(data).__name__}")
+    if len(pairs) < 1:
+        raise ValueError("no views given")
+    names, arrays = [], []
+    for name, a in pairs:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"view names must be non-empty strings, got {name!r}")
+        names.append(name)
+        arrays.append(np.array(check_view(a, name, allow_missing=True)))  # a writable float64 copy
+    return names, arrays
+
+
+def check_params(est):
+    for name in ("latent_dim", "num_inducing", "batch_size", "max_epochs", "window", "num_particles",
+                 "warmup_epochs"):
+        value = getattr(est, name)
+        low = 0 if name in ("max_epochs", "warmup_epochs") else 1
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    for name in ("init_variance", "snr", "learning_rate", "time_lengthscale", "jitter"):
+        if not getattr(est, name) > 0:
+            raise ValueError(f"{name} must be positive, got {getattr(est, name)!r}")
+    if not 0 < est.final_lr_fraction <= 1:
+        raise ValueError(f"final_lr_fraction must be in (0, 1], got {est.final_lr_fraction!r}")
+    if not est.tol >= 0:
+        raise ValueError(f"tol must be >= 0, got {est.tol!r}")
+    if est.optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {est.optimizer!r}")
+    prior = est.latent_prior
+    if not (prior in ("normal", "gp") if isinstance(prior, str) else
+            isinstance(prior, (torch.distributions.Distribution, GraphLaplacianPrior)) or callable(prior)):
+        raise ValueError(f"latent_prior must be 'normal', 'gp', a GraphLaplacianPrior, a pyro distribution or a "
+                         f"callable, got {prior!r}")
+    if isinstance(prior, torch.distributions.Distribution) and tuple(prior.event_shape) != (int(est.latent_dim),):
+        raise ValueError(f"latent_prior must have event shape ({est.latent_dim},) (one latent point), got "
+                         f"{tuple(prior.event_shape)}; use .to_event(1) on a per-dimension distribution")
+    return resolve_dtype(est.dtype), torch.device(est.device if est.device is not None else "cpu")
+
+def likelihood_names(est, names: list[str]) -> list[str]:
+    spec = est.likelihood
+    if isinstance(spec, str):
+        out = [spec] * len(names)
+    elif isinstance(spec, Mapping):
+        unknown = [k for k in spec if k not in names]
+        if unknown:
+            raise ValueError(f"likelihood names views {unknown} that are not among the views {names}")
+        out = [spec.get(name, "gaussian") for name in names]
+    elif isinstance(spec, (list, tuple)) and len(spec) == len(names):
+        out = list(spec)
+    else:
+        raise ValueError(f"likelihood must be a name, a dict view -> name or a list of {len(names)} names, "
+                         f"got {spec!r}")
+    for name, lik in zip(names, out):
+        if lik not in LIKELIHOODS:
+            raise ValueError(f"view {name!r}: unknown likelihood {lik!r}; choose from {LIKELIHOODS}")
+    return out
+
+
+def start_name(est, likelihoods, targets, observed) -> str:
+    """The name of the start ``init`` asks for on these views ("auto" resolved; see the class)."""
+    init = est.init
+    if isinstance(init, LatentEmbedding):
+        return "embedding"
+    if not isinstance(init, str):
+        return "array"
+    if init not in ("auto", "collapsed", "pca", "random"):
+        raise ValueError(f"init must be 'auto', 'collapsed', 'pca', 'random', a LatentEmbedding or an array, "
+                         f"got {init!r}")
+    if init not in ("auto", "collapsed"):
+        return init
+    why = []
+    if any(lik != "gaussian" for lik in likelihoods):
+        why.append("every view Gaussian")
+    if any(r is not None for r in observed):
+        why.append("paired views (observed=None)")
+    if any(np.isnan(Y).any() for Y in targets):
+        why.append("no missing entries")
+    if not (isinstance(est.latent_prior, str) and est.latent_prior == "normal"):
+        why.append("latent_prior='normal'")
+    if not isinstance(est.kernel, str):
+        why.append("a kernel given by name")
+    if why and init == "collapsed":
+        raise ValueError("init='collapsed' (the collapsed MRD on a subsample) needs " + "; ".join(why))
+    return "pca" if why else "collapsed"
+
+
+def time_covariance(est, time_index, N, dtype, device) -> torch.Tensor:
+    if time_index is None:
+        raise ValueError("latent_prior='gp' needs fit(..., time_index=[N times])")
+    t = np.asarray(time_index, dtype=np.float64).reshape(-1)
+    if t.shape[0] != N or not np.isfinite(t).all():
+        raise ValueError(f"time_index must hold {N} finite times (one per entity), got shape {t.shape}")
+    # k(t, t') = exp(-(t - t')^2 / 2 l^2) + 1e-6 on the diagonal: dense N x N (the prior couples all entities)
+    diff = (t[:, None] - t[None, :]) / float(est.time_lengthscale)
+    return torch.as_tensor(np.exp(-0.5 * diff ** 2) + 1e-6 * np.eye(N), dtype=dtype, device=device)
+
+
+def constant_columns_dropped(Y: np.ndarray, name: str) -> np.ndarray:
+    """The mask [D] of a Gaussian view's columns that are not constant on their observed entries; the
+    others are dropped with a RuntimeWarning, as :func:`~bayesalign.gp.initialisation.centre_view` drops
+    them for the collapsed engine (a constant column would pull the view's one noise variance to zero)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-missing column: nanmax of nothing
+        keep = (np.nanmax(Y, 0) - np.nanmin(Y, 0)) > 0  # [D]; NaN (all missing) compares False
+    if not keep.any():
+        raise ValueError(f"view {name!r}: every column is constant; nothing to model")
+    if not keep.all():
+        dropped = np.flatnonzero(~keep)
+        warnings.warn(f"view {name!r}: dropping {dropped.size} constant column(s) {dropped[:10].tolist()}"
+                      f"{' ...' if dropped.size > 10 else ''}", RuntimeWarning, stacklevel=4)
+    return keep

@@ -1,0 +1,291 @@
+"""The training loops of :class:`~bayesalign.gp.svi.StochasticMRD`: stochastic (Adam and natural gradients on
+minibatches) and full-batch L-BFGS, and the exact latent normalisation both use.
+
+The stochastic step never waits for the device: the ELBO estimates of the epochs stay on it and are read
+back every ``window`` epochs, where the stopping test, the finiteness check and the latent normalisation
+need them (the Cholesky factorisations of GPyTorch check their own status flags).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from gpytorch.optim import NGD
+from linear_operator.utils.errors import NotPSDError
+from pyro.infer import TraceMeanField_ELBO
+from sklearn.exceptions import ConvergenceWarning
+from tqdm.auto import tqdm
+
+from ..kernels import normalise_latent_symmetries
+from ..priors import GraphLaplacianPrior
+
+__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "normalise_latent", "train", "train_lbfgs",
+           "train_stochastic", "undo_natural_step"]
+
+#: How often a natural-gradient step that broke q(u)'s positive definiteness is undone (its size halved each
+#: time) before the fit gives up with a FloatingPointError.
+MAX_NATURAL_HALVINGS = 10
+#: Adam's second-moment decay in the stochastic fit (a memory of about 100 steps; see StochasticMRD).
+ADAM_BETA2 = 0.99
+
+
+def _parameter_groups(model):
+    """q(u)'s natural parameters, the likelihoods' parameters, and every other parameter of ``model``."""
+    named = list(model.named_parameters())
+    natural = [p for name, p in named if "natural_" in name]
+    noise = [p for name, p in named if name.startswith("likelihoods.")]
+    params = [p for name, p in named if "natural_" not in name and not name.startswith("likelihoods.")]
+    return natural, noise, params
+
+
+def train(est) -> None:
+    """Fit ``est.model_`` by ``est.optimizer``; the caller's global torch RNG is left as it was."""
+    device = est.model_.q_x.mean.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        if est.optimizer == "lbfgs":  # Pyro's guide draws X (unused by the exact Gaussian terms)
+            return train_lbfgs(est)
+        return train_stochastic(est)
+
+
+def train_stochastic(est) -> None:
+    """Adam on the minibatch ELBO with natural-gradient steps on q(u) of the Gaussian views; the learning
+    rate decays exponentially; the likelihoods' parameters are held for the warm-up epochs (none after a
+    collapsed start, whose noise is fitted). Every ``window`` epochs the epochs' mean ELBO estimates are read
+    back, the latent dimensions normalised (:func:`normalise_latent`), and the fit stops when the mean of the
+    last window differs from the window before by less than ``tol`` times its magnitude."""
+    model = est.model_
+    N = est.n_entities_
+    B = min(int(est.batch_size), N)
+    steps = math.ceil(N / B)
+    epochs = int(est.max_epochs)
+    loss_fn = TraceMeanField_ELBO(num_particles=int(est.num_particles), vectorize_particles=False)
+    natural, noise, params = _parameter_groups(model)
+    warmup = 0 if est.start_ == "collapsed" else int(est.warmup_epochs)
+    lr = float(est.learning_rate)
+    # the likelihood's parameters (the noise) held for the warm-up: lr 0 in their group until then
+    optimiser = torch.optim.Adam([{"params": params}, {"params": noise, "lr": 0.0 if warmup else lr}], lr=lr,
+                                 betas=(0.9, ADAM_BETA2))
+    # the loss is the ELBO itself, not divided by N as GPyTorch's VariationalELBO: num_data=1
+    ngd = NGD(natural, num_data=1, lr=float(est.natural_gradient_lr)) if natural else None
+    gamma = float(est.final_lr_fraction) ** (1.0 / max(epochs, 1))
+    schedule = torch.optim.lr_scheduler.ExponentialLR(optimiser, gamma=gamma)
+    device = model.q_x.mean.device
+    history, pending, converged = [], [], False  # pending: the epochs' ELBO estimates not yet read back
+    w = int(est.window)
+    torch.manual_seed(0 if est.seed is None else int(np.random.default_rng(est.seed).integers(2**31)))
+    generator = torch.Generator(device=device).manual_seed(int(torch.randint(2**31, ()).item()))
+    bar = tqdm(total=epochs, desc=est._method, disable=not est.progress, leave=False)
+    before_step = None  # q(u)'s natural parameters before the last natural-gradient step
+    est.natural_gradient_halvings_ = 0
+    for epoch in range(epochs):
+        order = torch.randperm(N, generator=generator, device=device)
+        total = torch.zeros((), dtype=model.q_x.mean.dtype, device=device)
+        for s in range(steps):
+            idx = order[s * B:(s + 1) * B]
+            while True:
+                optimiser.zero_grad(set_to_none=True)
+                if ngd is not None:
+                    ngd.zero_grad(set_to_none=True)
+                try:
+                    loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+                    break
+                except NotPSDError as exc:
+                    undo_natural_step(est, ngd, natural, before_step, epoch + 1, exc)
+                    before_step = None
+            loss.backward()
+            optimiser.step()
+            if ngd is not None:
+                before_step = [p.detach().clone() for p in natural]
+                ngd.step()
+            total = total - loss.detach()
+        pending.append(total / steps)
+        schedule.step()
+        if epoch + 1 == warmup:
+            optimiser.param_groups[1]["lr"] = optimiser.param_groups[0]["lr"]
+        if len(pending) < w and epoch + 1 < epochs:
+            continue
+        values = torch.stack(pending).tolist()  # the one read-back of the window
+        pending = []
+        bar.update(len(values))
+        if not np.isfinite(values).all():
+            raise FloatingPointError(f"the ELBO became {values[-1]} by epoch {epoch + 1}; lower learning_rate or "
+                                     "use float64")
+        history.extend(values)
+        bar.set_postfix(elbo=f"{history[-1]:.4g}")
+        if epoch + 1 > warmup:
+            normalise_latent(est)  # exact; a no-op under other priors
+        if len(history) >= warmup + 2 * w:
+            last, before = np.mean(history[-w:]), np.mean(history[-2 * w:-w])
+            if abs(last - before) <= est.tol * abs(last):
+                converged = True
+                break
+    bar.close()
+    est.natural_gradient_lr_ = None if ngd is None else float(ngd.param_groups[0]["lr"])
+    est.elbo_history_ = np.asarray(history)
+    est.n_epochs_ = len(history)
+    est.converged_ = converged
+    if not converged:
+        warnings.warn(f"{est._method} did not converge in {epochs} epochs: the mean ELBO of the last {w} epochs "
+                      f"still moved by more than tol={est.tol} relative to the {w} before; increase max_epochs",
+                      ConvergenceWarning, stacklevel=4)
+
+
+def undo_natural_step(est, ngd, natural, before_step, epoch: int, exc: Exception) -> None:
+    """q(u) lost positive definiteness after a natural-gradient step (its precision, rounded in float32,
+    is no longer positive definite): restore q(u) from before that step and halve the step size for the
+    rest of the fit (``natural_gradient_lr_``), at most :data:`MAX_NATURAL_HALVINGS` times; otherwise
+    (no step to undo, or too many halvings) raise a FloatingPointError with the remedies."""
+    if ngd is None or before_step is None or est.natural_gradient_halvings_ >= MAX_NATURAL_HALVINGS:
+        raise FloatingPointError(
+            f"q(u) lost positive definiteness at epoch {epoch} (its natural parameters after a natural-gradient "
+            f"step, in {est.model_.q_x.mean.dtype}; step size halved {est.natural_gradient_halvings_} times): "
+            f"use dtype=torch.float64 or a smaller natural_gradient_lr (now {est.natural_gradient_lr})") from exc
+    with torch.no_grad():
+        for p, saved in zip(natural, before_step):
+            p.copy_(saved)
+    for group in ngd.param_groups:
+        group["lr"] *= 0.5
+    est.natural_gradient_halvings_ += 1
+    warnings.warn(f"{est._method}: q(u) lost positive definiteness after a natural-gradient step at epoch "
+                  f"{epoch} (in {est.model_.q_x.mean.dtype}); the step was undone and natural_gradient_lr halved "
+                  f"to {ngd.param_groups[0]['lr']:.4g} for the rest of the fit (natural_gradient_lr_)",
+                  RuntimeWarning, stacklevel=5)
+
+def train_lbfgs(est) -> None:
+    """Full-batch L-BFGS on the ELBO with q(u) at its optimum at every evaluation (``optimizer="lbfgs"``)."""
+    model = est.model_
+    N = est.n_entities_
+    why = []
+    if any(lik != "gaussian" for lik in est.likelihoods_.values()):
+        why.append("every view Gaussian (the other likelihoods' terms are Monte Carlo estimates)")
+    if not (isinstance(est.latent_prior, GraphLaplacianPrior) or
+            isinstance(est.latent_prior, str) and est.latent_prior == "normal"):
+        why.append("latent_prior='normal' or a GraphLaplacianPrior (the KL of the others may be a Monte Carlo "
+                   "estimate)")
+    if est.natural_gradient_lr is None:
+        why.append("natural-gradient q(u) (natural_gradient_lr not None)")
+    if int(est.batch_size) < N:
+        why.append(f"batch_size >= the {N} entities (full batch)")
+    if why:
+        raise ValueError("optimizer='lbfgs' needs a deterministic full-batch ELBO: " + "; ".join(why))
+    loss_fn = TraceMeanField_ELBO(num_particles=1, vectorize_particles=False)
+    natural, noise, params = _parameter_groups(model)
+    ngd = NGD(natural, num_data=1, lr=1.0)  # one step of size 1: the optimal q(u) of a Gaussian view
+    idx = torch.arange(N, device=model.q_x.mean.device)
+    history: list[float] = []
+    budget = int(est.max_epochs)
+    bar = tqdm(total=budget, desc=est._method, disable=not est.progress, leave=False)
+
+    def negative_elbo():
+        try:
+            ngd.zero_grad(set_to_none=True)
+            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            ngd.step()  # q(u) at its optimum given the other parameters
+            for p in params + noise:
+                p.grad = None
+            loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+        except NotPSDError as exc:
+            raise FloatingPointError(f"q(u) lost positive definiteness at evaluation {len(history) + 1} (in "
+                                     f"{model.q_x.mean.dtype}): use dtype=torch.float64") from exc
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the ELBO became {loss.item()} at evaluation {len(history) + 1}; "
+                                     "use float64 or a smaller init_variance")
+        loss.backward()
+        history.append(-loss.item())
+        bar.update()
+        bar.set_postfix(elbo=f"{history[-1]:.6g}")
+        return loss
+
+    # torch's tolerance on the change of the loss is absolute: 1e-9 of the ELBO's size at the start
+    tolerance = 1e-9 * max(abs(negative_elbo().item()), 1.0) if budget else 0.0
+    converged = False
+    warmup = min(int(est.warmup_epochs), budget - 1) if budget else 0
+    # the likelihoods' parameters (the noise) held for the warm-up, as MRD's warm-up; L-BFGS restarted with
+    # a fresh memory whenever it stops early (a stale curvature pair can give a non-descent direction),
+    # until a restart no longer improves the ELBO by more than the tolerance
+    for group, end in ((params, 1 + warmup), (params + noise, budget)):
+        while end - len(history) > 0:
+            if group is not params:
+                normalise_latent(est)  # the exact step along the likelihood's flat directions
+                negative_elbo()
+            start, before = len(history), max(history)
+            optimiser = torch.optim.LBFGS(group, lr=1.0, max_iter=end - start, max_eval=end - start,
+                                          history_size=30, line_search_fn="strong_wolfe", tolerance_grad=1e-12,
+                                          tolerance_change=tolerance)
+            optimiser.step(negative_elbo)
+            if group is params:
+                break  # the warm-up is a fixed number of evaluations
+            if max(history[start:], default=before) - before <= tolerance:
+                converged = True
+                break
+    bar.close()
+    if budget:  # q(u) at its optimum for the final parameters (the last evaluation may be a line-search trial)
+        ngd.zero_grad(set_to_none=True)
+        loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+        ngd.step()
+    for p in model.parameters():
+        p.grad = None
+    est.natural_gradient_lr_, est.natural_gradient_halvings_ = 1.0, 0  # q(u) set to its optimum, never halved
+    est.elbo_history_ = np.asarray(history)
+    est.n_epochs_ = len(history)
+    est.converged_ = converged
+    if not converged:
+        warnings.warn(f"{est._method} (optimizer='lbfgs') stopped at max_epochs={budget} ELBO evaluations before "
+                      "L-BFGS converged; increase max_epochs", ConvergenceWarning, stacklevel=4)
+
+
+def normalise_latent(est) -> None:
+    """Shift and scale each latent dimension (with the inducing inputs and the kernels) to where the KL to
+    N(0, I) is smallest at the same likelihood (:func:`~bayesalign.gp.kernels.normalise_latent_symmetries`;
+    the whitened q(u) stays valid since K_uu is unchanged). Only under the standard normal prior and with no
+    registered kernel prior (both would change); as the collapsed engine does at every L-BFGS restart."""
+    model = est.model_
+    if not (isinstance(est.latent_prior, str) and est.latent_prior == "normal"):
+        return
+    if any(True for gp in model.gps for _ in gp.covar_module.named_priors()):
+        return
+    with torch.no_grad():
+        mu, S = model.q_x.mean, model.q_x.variance
+        moved = normalise_latent_symmetries([gp.covar_module for gp in model.gps], mu, S)
+        if moved is None:
+            return
+        shift, scale = moved
+        model.q_x.mean.copy_((mu - shift) * scale)
+        model.q_x.variance = S * scale.square()
+        for gp in model.gps:
+            Z = gp.variational_strategy.inducing_points
+            Z.copy_((Z - shift) * scale)
+
+
+def collapsed_elbo(est) -> float:
+    """The ELBO with q(U) of every view at its optimum given the other parameters: for Gaussian views the
+    collapsed bound of :class:`~bayesalign.gp.MRD` at the fitted kernels, noise variances, inducing inputs
+    and q(X) (Titsias & Lawrence, 2010), the quantity to compare with ``MRD.elbo()``. One full-batch
+    natural-gradient step of size 1 (exact for a Gaussian likelihood) on a copy of q(U); the model is
+    left as it was. Gaussian views only, with natural-gradient q(U) (``natural_gradient_lr`` not None)."""
+    if any(n != "gaussian" for n in est.likelihoods_.values()) or est.natural_gradient_lr is None:
+        raise ValueError("collapsed_elbo needs every view Gaussian and natural-gradient q(u)")
+    model = est.model_
+    natural, _, _ = _parameter_groups(model)
+    saved = [p.detach().clone() for p in natural]
+    idx = torch.arange(est.n_entities_, device=model.q_x.mean.device)
+    loss_fn = TraceMeanField_ELBO(num_particles=1, vectorize_particles=False)
+    device = model.q_x.mean.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        try:
+            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            NGD(natural, num_data=1, lr=1.0).step()
+            with torch.no_grad():
+                return -float(loss_fn.differentiable_loss(model.model, model.guide, idx))
+        except NotPSDError as exc:
+            raise FloatingPointError(f"collapsed_elbo: q(u) at its optimum is not positive definite in "
+                                     f"{model.q_x.mean.dtype} (a small noise variance against K_uu)") from exc
+        finally:
+            with torch.no_grad():
+                for p, value in zip(natural, saved):
+                    p.copy_(value)
+            for p in model.parameters():
+                p.grad = None
