@@ -12,10 +12,10 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   SVI fit, the collapsed MRD is also fitted from the SVI fit's q(X) means (same optimum of the same bound?).
 --likelihood: ``MAD(engine="svi")`` on MAD's toy ("linear_shared_private", N=100, 20 anchors) with view Y2
   binarised at each column's median (or Poisson counts, ``--counts``), fitted with the right likelihood
-  (``svi_options={"likelihood": {"Y2": ...}}``) and with Y2 treated as Gaussian; the unaligned rows matched by
+  (``engine_options={"likelihood": {"Y2": ...}}``) and with Y2 treated as Gaussian; the unaligned rows matched by
   the Hungarian method on the likelihood cost. Accuracy (fraction matched to their true partner) over
-  ``--seeds``. ``--shared-by relevance`` matches in the dimensions of high ARD relevance instead of MAD's
-  default, those both views resolve under their own likelihoods (``StochasticMRD.resolution_``).
+  ``--seeds``; MAD matches in the dimensions both views resolve under their own likelihoods
+  (``StochasticMRD.resolution_``).
 --scale: 2 views, N=100,000, D=50 each, Q=10, M=128 (random smooth maps of a 10-d latent): seconds per
   epoch (minibatches of ``--batch-size`` entities) and the peak resident memory of one process per model,
   for this engine, GPyTorch's Bayesian GPLVM (``gpytorch.models.gplvm``, its example's model over both
@@ -130,7 +130,7 @@ def agreement(args):
     print(f"  shared dims after the warm-started epochs {warm.shared_dims().tolist()}")
     print(f"  relevance MRD {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in mrd.relevance_.items())}")
     print(f"  relevance SVI {dict((k, np.round(v / v.max(), 3).tolist()) for k, v in svi.relevance_.items())}")
-    # MAD's default rule (shared_by="auto": resolution on either engine): the dimensions both views resolve
+    # MAD's rule: the dimensions both views resolve
     from bayesalign.gp import shared_dimensions
 
     for label, model in (("MRD", mrd), ("SVI", svi)):
@@ -191,7 +191,7 @@ def _mad_accuracy(problem, views, seed, args, likelihood=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mad = ba.MAD(latent_dim=5, num_inducing=20, engine="svi", seed=seed, progress=False,
-                     shared_by=args.shared_by, svi_options=options).fit(problem.replace(views=views))
+                     engine_options=options).fit(problem.replace(views=views))
     return ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), problem), len(mad.shared_dims("Y1", "Y2"))
 
 
@@ -478,8 +478,6 @@ def main():
     parser.add_argument("--scale-one", choices=["ours", "gpytorch", "pyro"])
     parser.add_argument("--which", nargs="+", default=["ours", "gpytorch", "pyro"])
     parser.add_argument("--counts", action="store_true")
-    parser.add_argument("--shared-by", choices=["auto", "relevance", "resolution"], default="auto",
-                        help="MAD's shared_by in --likelihood and --missing (default: MAD's own, resolution)")
     parser.add_argument("--missing", type=float, default=None, metavar="FRACTION",
                         help="complete views against this fraction of NaN entries (MAD's toy)")
     parser.add_argument("--toy", choices=["linear_shared", "linear_shared_private"], default="linear_shared_private",
