@@ -450,6 +450,9 @@ def test_mad_follows_the_estimator_contract():
     for engine, option in (("collapsed", "max_epochs"), ("svi", "max_iter")):  # the other engine's word
         with pytest.raises(ValueError, match=rf"engine_options has no \w+ parameter \['{option}'\]"):
             MAD(engine=engine, engine_options={option: 5}).fit(problem)
+    # a nested key sets one engine option in a new dict, the others kept
+    nested = clone(mad).set_params(engine_options__tol=1e-6)
+    assert nested.engine_options == {"max_iter": 7, "tol": 1e-6} and mad.engine_options == {"max_iter": 7}
     params = mad.get_params()
     fitted = MAD(latent_dim=2, num_inducing=4, seed=0, engine_options={"max_iter": 5}).fit(
         _problem_with_anchors([(i, i) for i in range(4)]))
@@ -818,3 +821,24 @@ def test_temperature_fit_shows_one_progress_step_per_solve_when_asked(toy, monke
     assert [bar.kwargs["disable"] for bar in made] == [None, True]
     assert made[0].steps >= 5 and set(made[0].postfix) == {"T", "objective"}
     assert temperatures[0] == temperatures[1]
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e6])
+def test_a_view_in_other_units_is_not_called_switched_off(scale):
+    # the rule reads each view's resolution (its outputs' movement over the latent spread, in noise units), which no
+    # change of units moves; ARD relevance is in the outputs' units, so a view in micro-units looked switched off
+    import warnings
+
+    from bayesalign.datasets import mad_toy
+    from bayesalign.mad import MAD
+    from bayesalign.metrics import matching_accuracy
+
+    problem = mad_toy("linear_shared", seed=0, n=60, n_anchors=12).shuffle_unaligned(seed=0)
+    scaled = problem.replace(views=type(problem.views)({"Y1": problem.views["Y1"], "Y2": problem.views["Y2"] * scale}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mad = MAD(latent_dim=3, num_inducing=8, seed=0, engine_options={"max_iter": 100}).fit(scaled)
+    assert mad.switched_off_views_ == [] and not [w for w in caught if "switched view" in str(w.message)]
+    relevance = {v: float(np.max(r)) for v, r in mad.relevance_.items()}
+    assert max(relevance.values()) / min(relevance.values()) > 1e6  # the relevances differ by the units' factor
+    assert matching_accuracy(mad.align(), scaled) > 0.8  # and the alignment is good

@@ -183,6 +183,16 @@ class MAD(PosteriorAligner, BaseEstimator):
             raise ValueError(f"engine_options has no {estimator.__name__} parameter {unknown}; "
                              f"{estimator.__name__} takes {estimator._get_param_names()}")
 
+    def set_params(self, **params) -> MAD:
+        """Set parameters; ``engine_options__<key>=value`` sets one keyword of ``engine_options`` (a new dict, the
+        others kept), as scikit-learn's nested keys set a parameter of an inner estimator."""
+        nested = {key: params.pop(key) for key in list(params) if key.startswith("engine_options__")}
+        if nested:
+            options = dict(params.pop("engine_options", self.engine_options) or {})
+            options.update({key[len("engine_options__"):]: value for key, value in nested.items()})
+            params["engine_options"] = options
+        return super().set_params(**params)
+
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, problem: AlignmentProblem, y=None) -> MAD:
         """Fit the model on ``problem`` (views, anchors; the truth is only reported) and its posteriors.
