@@ -37,8 +37,8 @@ def _check_option_types(cls, options: dict) -> None:
 
     try:
         parameters = dict(inspect.signature(cls).parameters)
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):  # MAD: further keywords
-            from .gp import MRD  # are MRD's
+        if "engine_options" in parameters:  # MAD: the keywords it does not take go to its engine, MRD by default
+            from .gp import MRD
 
             parameters = {**inspect.signature(MRD).parameters, **parameters}
     except (TypeError, ValueError, ImportError):

@@ -437,10 +437,13 @@ def quick_options(spec, settings: dict | None = None) -> dict:
     default :data:`QUICK_BAYESIAN`)."""
     if not spec.bayesian:
         return {}
-    from .registry import _accepted
+    from .registry import _FORWARDING, _accepted, _named_parameters
 
-    accepted = _accepted(spec.load())
+    cls = spec.load()
+    accepted = _accepted(cls)
     settings = QUICK_BAYESIAN if settings is None else settings
+    if set(_FORWARDING) & _named_parameters(cls):  # the model inside takes what the class does not (_build)
+        return dict(settings)
     return {k: v for k, v in settings.items() if accepted is None or k in accepted}
 
 
