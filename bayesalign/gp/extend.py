@@ -36,8 +36,8 @@ def split_entities(model, view, rows, latent_prior=None, start: str = "copy", in
       "Held-out anchors placed by their own views"); inferred, the split rows start where unaligned
       rows of their views are placed.
 
-    :meth:`~bayesalign.gp.MRD.continue_fit` goes on from there: the held-out anchors of MAD's temperature
-    (``MAD(calibration_pairs="held_out")``) are pairs split this way (``"inferred"``) and refitted.
+    :meth:`~bayesalign.gp.MRD.continue_fit` goes on from there: the anchor pairs that judge MAD's self-training
+    (:func:`bayesalign.mad.anchors.held_out_anchors`) are pairs split this way (``"inferred"``) and refitted.
 
     ``latent_prior``: p(X) over the enlarged set of entities (None: the standard normal); a model fitted
     under another prior needs it given, since how a prior over entities extends to new ones is the

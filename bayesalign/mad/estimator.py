@@ -293,7 +293,7 @@ class MAD(PosteriorAligner, BaseEstimator):
     # -- self-training ---------------------------------------------------------------------
     def self_train(self, confidence_threshold: float = 0.9, max_rounds: int = 5) -> MAD:
         """Tie the confident mutual-nearest pairs and refit, round after round (two views; hard EM over the
-        correspondence, :func:`bayesalign.mad.self_training.self_train_rounds`). ``discovered_`` holds the pairs,
+        correspondence, :func:`bayesalign.mad.self_training.self_train`). ``discovered_`` holds the pairs,
         ``self_training_history_`` one entry per round."""
         self._check_fitted()
         self_training.self_train(self, confidence_threshold, max_rounds)
