@@ -11,7 +11,7 @@ and checks that both reach the same optimum. Dense is skipped when the machine l
 memory for it (about 2.5 x the matrix). ``match`` times :func:`bayesalign.matching.match` on a
 deterministic embedding of 1,000 and 5,000 rows per view: the matching with its match probabilities
 (Sinkhorn marginals at the median nearest cost; the command line's and the comparison suite's path;
-issue 16's goal: 5,000 rows in under 30 s). Run single-threaded:
+the goal: 5,000 rows in under 30 s). Run single-threaded:
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_assignment.py [--quick]
     OMP_NUM_THREADS=1 python benchmarks/bench_assignment.py --methods match [--match-sizes 1000 5000]

@@ -1,4 +1,4 @@
-"""Calibration of MAD's match probabilities: the posterior temperature against T fitted on the anchors (issue #14).
+"""Calibration of MAD's match probabilities: the posterior temperature against T fitted on the anchors.
 
 For each problem and seed it fits MAD (the defaults: all rows, centred views, graph prior), aligns with the
 Hungarian method on the likelihood cost and prints the exact-match accuracy of the unaligned rows, the mean
@@ -17,8 +17,7 @@ both temperatures, beside the floor of as many pairs.
 
 The toys are MAD's ("linear_shared", "linear_shared_private": 100 rows, 20 anchors; "nonlinear_shared_private":
 160 rows, 48 anchors; MAD's default latent_dim); the real pairs take 10% anchors, as ``bench_mad_real.py``.
-The inducing inputs are MAD's default unless ``--num-inducing`` is given (the tables of benchmarks/RESULTS.md
-before the tenth session used 25 on the toys and 30 on the pairs):
+The inducing inputs are MAD's default unless ``--num-inducing`` is given:
 
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4
     OMP_NUM_THREADS=1 python benchmarks/bench_calibration.py --toys --seeds 0 1 2 3 4 --orders in_order shuffled

@@ -1,6 +1,6 @@
 """MRD speed: bayesalign against GPy, side by side in one run, single-threaded for both.
 
-Reference workload (issue 4): 2 views, N=100, D=20 each, Q=5, M=20, RBF-ARD kernels. Both
+Reference workload: 2 views, N=100, D=20 each, Q=5, M=20, RBF-ARD kernels. Both
 libraries get the same centred data, the same noise initialisation (mean column variance / 100 per
 view) and 1000 L-BFGS evaluations in all (GPy: scipy's L-BFGS-B; bayesalign: its own, in torch); each
 uses its own default initialisation of q(X) (PCA of the concatenated views) and inducing inputs. GPy holds

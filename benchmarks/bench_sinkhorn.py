@@ -9,8 +9,8 @@ stopped at the same error. Prints seconds, sweeps and the largest difference of 
 Sparse Sinkhorn (``--sparse-n``, 2000 by default; 0 skips it): the path MAD's probabilities and temperature fit take
 above 250,000 pairs (``sinkhorn_probabilities``: kNN candidate pairs completed until no row leaves out more than the
 tolerance, epsilon scaling), on points in R^10 and a noisy copy (noise 0.7), cost = squared distance / 0.05, at
-each temperature, solved by the stabilised scaling sweeps (two sparse products a sweep; the default since
-2026-11-27) and by the log-domain sweeps (two segmented log-sum-exps a sweep; before), side by side, with the
+each temperature, solved by the stabilised scaling sweeps (two sparse products a sweep; the default)
+and by the log-domain sweeps (two segmented log-sum-exps a sweep), side by side, with the
 largest difference of their marginals.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_sinkhorn.py [--n 475] [--temperatures 1 10] [--sparse-n 2000]

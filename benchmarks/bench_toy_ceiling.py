@@ -1,4 +1,4 @@
-"""What the nonlinear toy allows: matching with the generator's own mappings and latent law (issue #14's ceiling).
+"""What the nonlinear toy allows: matching with the generator's own mappings and latent law.
 
 Issue #14 asks MAD for 0.85 exact matches and Kendall-tau 0.01 on the MAD toy "nonlinear_shared_private" (160 rows,
 48 anchors, 5 seeds) and quotes "a kernel regression that is told the true latent reaches about 91%". This benchmark
@@ -207,7 +207,7 @@ def main(argv=None):
         print(f"seed {seed}: " + "; ".join(f"{labels[k]} {v[-1][0]:.3f} exact, tau {v[-1][1]:.4f}, "
                                            f"ECE {ba.metrics.expected_calibration_error(v[-1][2], v[-1][3]):.3f}"
                                            for k, v in results.items()), flush=True)
-    print(f"\nNonlinear toy, {len(args.seeds)} seeds, {N_ANCHORS} anchors; issue #14's targets: "
+    print(f"\nNonlinear toy, {len(args.seeds)} seeds, {N_ANCHORS} anchors; targets: "
           "exact matches >= 0.85, Kendall-tau <= 0.01, ECE <= 0.05")
     print(f"{'method':<48} {'exact matches':>14} {'Kendall-tau':>12} {'pooled ECE':>11} {'mean probability':>17}")
     for key, label in labels.items():

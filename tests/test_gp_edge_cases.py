@@ -1,6 +1,6 @@
 """Edge cases of the public API of bayesalign.gp: float32 models, persistence of every fitted attribute, data
 far from unit scale, bad hyperparameters and infer contexts, the StochasticMRD input checks and its use of the
-global RNGs. Each test failed before its fix (2026-11-25)."""
+global RNGs. Each test reproduces a case that once failed."""
 
 from __future__ import annotations
 

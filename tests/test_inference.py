@@ -305,7 +305,7 @@ def test_infer_on_cuda_matches_cpu(sampled):
         model.module_.to("cpu")
     assert mean_gpu.device.type == "cuda"
     # each device's optimiser stops at its own tolerance after other round-off: the variances (about 1e-3 here)
-    # agree to 2e-8 absolute, 1.5e-5 relative (an H200 against its host's CPU, 2026-11-27)
+    # agree to 2e-8 absolute, 1.5e-5 relative (a GPU against its host's CPU)
     np.testing.assert_allclose(mean_gpu.cpu().numpy(), mean.numpy(), atol=1e-6)
     np.testing.assert_allclose(var_gpu.cpu().numpy(), var.numpy(), rtol=1e-4)
 

@@ -500,7 +500,7 @@ def test_marginal_assignment_match_all_uses_pairs_of_zero_probability():
 
 
 def test_match_sinkhorn_matcher_matches_every_row_without_cost_limit(monkeypatch):
-    # issue 16: above DENSE_SINKHORN_MAX pairs (lowered here to keep the test small) the probabilities live
+    # above DENSE_SINKHORN_MAX pairs (lowered here to keep the test small) the probabilities live
     # on kNN candidates; half of view b sits far away, so its rows' nearest rows of a are the same few: a
     # full matching needs more candidates, and the matching must use pairs whose probability underflowed to 0
     from bayesalign.data import AlignmentProblem, LatentEmbedding

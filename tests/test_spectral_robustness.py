@@ -1,6 +1,6 @@
 """Spectral methods on awkward data: spread-out rows, degenerate embeddings, badly scaled views, view order.
 
-The spread-out case is the one of issue 18: 300 rows from a 5-d standard normal, the first five
+The spread-out case: 300 rows from a 5-d standard normal, the first five
 drawn with 12 times the spread, the second view a random linear map of the first, 10% anchors.
 """
 

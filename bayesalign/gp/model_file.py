@@ -184,7 +184,7 @@ def _read_model(path, device):
     model.n_warmup_ = int(meta["n_warmup"])
     model.converged_ = bool(meta["converged"])
     model.interrupted_ = bool(meta.get("interrupted", False))
-    if "restart_bounds" in arrays:  # files written before 2026-11-25 do not have them
+    if "restart_bounds" in arrays:  # a file without the restarts' record has none
         model.restart_bounds_ = arrays["restart_bounds"]
         model.restart_inits_ = [str(label) for label in meta["restart_inits"]]
         model.best_restart_ = int(meta["best_restart"])
