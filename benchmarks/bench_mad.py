@@ -1,6 +1,6 @@
 """MAD end to end: fit on anchors, inference of the unaligned rows, matching; at N* = 1,000 and 5,000.
 
-Issue 5's targets: N* = 1,000 unaligned rows per view end to end in under 2 minutes (the split
+The targets: N* = 1,000 unaligned rows per view end to end in under 2 minutes (the split
 between MRD fit, inference and matching is printed); N* = 5,000 on the dense solver (MAD's default
 there; ``--sparse`` forces the kNN candidate path, see ``bayesalign.matching.matcher.SPARSE_ABOVE``);
 perturb-and-MAP with 100 samples at N* = 1,000 in under 30 seconds. Measured figures:

@@ -124,7 +124,7 @@ def degree_ratios(problems) -> None:
 
 
 def spread_rows() -> None:
-    """Issue 18's case: 300 rows of a 5-d normal, rows 0-4 spread 12x, view b a random linear map, 10% anchors."""
+    """The spread-rows case: 300 rows of a 5-d normal, rows 0-4 spread 12x, view b a random linear map, 10% anchors."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 5))
     spread = X.copy()

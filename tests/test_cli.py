@@ -475,7 +475,7 @@ def test_sigint_during_a_parallel_ensemble_fit_stops_the_workers_too(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 20.0
-        while True:  # the session of the command: empty once every worker and helper process has gone
+        while True:  # the command's process group: empty once every worker and helper process has gone
             try:
                 os.killpg(proc.pid, 0)
             except ProcessLookupError:

@@ -145,9 +145,9 @@ def test_embedding_degeneracy_detects_rank_and_collapse():
 
 
 def test_procrustes_default_does_not_collapse_a_view():
-    # the issue: the old default (Laplacian eigenmaps on the heat kernel) collapsed a view to a few
-    # distinct points; the new default (LPP on local scaling) keeps every distinct row distinct and
-    # says nothing, and so do Laplacian eigenmaps on local scaling
+    # Laplacian eigenmaps on the heat kernel collapse such a view to a few distinct points; the default
+    # (LPP on local scaling) keeps every distinct row distinct and says nothing, and so do Laplacian
+    # eigenmaps on local scaling
     _, spread = spread_problems()
     for model in (ProcrustesAlignment(3), ProcrustesAlignment(3, embedding="laplacian")):
         model, messages = fit_recording(model, spread)
