@@ -1,7 +1,8 @@
 """The comparison suite: every method on every shipped dataset, at several anchor fractions and seeds.
 
-(About 600 lines, one file: the grid, its parallel / cached runner and the tables it writes share
-one run record; the figures themselves live in :mod:`bayesalign.plot`.)
+The grid and its parallel runner live here; the cache of finished runs in :mod:`bayesalign._compare_cache`,
+the scores of a run and the tables and figures of a comparison in :mod:`bayesalign._compare_tables` (their
+public names import from here as well).
 
 For one dataset, anchor fraction and seed, the paired views are split into anchors and held-out
 rows (``AlignmentProblem.split_anchors``), the held-out rows of the last view are shuffled
@@ -40,12 +41,26 @@ from pathlib import Path
 
 import numpy as np
 
+from ._compare_cache import _problem_digest, _read_cached, _run_settings, _write_cached
+from ._compare_tables import (
+    METRICS,
+    evaluate_method_result,
+    markdown_summary,
+    plot_accuracy,
+    plot_matched_halves,
+    summarize,
+    write_results,
+)
 from .data import AlignmentProblem
 from .registry import COMPARE_METHODS, METHODS, get_method, run_method
 
+__all__ = ["BACKENDS", "DEMO_DATASETS", "DEMO_FRACTIONS", "DEMO_METHODS", "FRACTIONS", "METRICS", "QUICK_BAYESIAN",
+           "QUICK_DATASETS", "QUICK_FRACTIONS", "SUITE", "check_dataset", "check_method", "dataset_summaries", "demo",
+           "evaluate", "evaluate_method_result", "load_dataset", "markdown_summary", "plot_accuracy",
+           "plot_matched_halves", "quick_options", "run_comparison", "summarize", "write_results"]
+
 FRACTIONS = (0.05, 0.1, 0.25)
 QUICK_FRACTIONS = (0.1, 0.25)
-METRICS = ("accuracy", "kendall_tau", "top1", "top10", "foscttm", "ece", "precision_at_50")
 
 #: The suite's datasets: name -> (loader in ``bayesalign.datasets.DATASETS``, keywords, keywords
 #: for ``--quick``; the quick ones keep every dataset but make it small).
@@ -109,35 +124,6 @@ def load_dataset(name: str, quick: bool = False) -> AlignmentProblem:
     else:
         problem = load(name)
     return problem.replace(name=name)
-
-
-# Metrics ---------------------------------------------------------------------------------------
-def evaluate_method_result(result, problem: AlignmentProblem) -> dict[str, float]:
-    """The suite's metrics for one :class:`~bayesalign.registry.MethodResult`, averaged over pairs of views.
-
-    Unlike :func:`bayesalign.metrics.evaluate` (one Alignment's matching and calibration metrics), this
-    scores a whole method run: every pair of views, and the retrieval metrics of its latent space.
-    Everything is measured on the held-out rows (the candidates of each Alignment); top-k and FOSCTTM
-    in the method's latent space (NaN when it has none), calibration only where there are probabilities.
-    """
-    from . import metrics
-
-    per_pair: dict[str, list[float]] = {m: [] for m in METRICS}
-    for (a, b), al in result.alignments.items():
-        # given the problem, every metric scores the true pairs of unaligned rows only, and
-        # retrieval searches among the unaligned rows (anchors are given, not found)
-        pair = (a, b)
-        per_pair["accuracy"].append(metrics.matching_accuracy(al, problem, views=pair))
-        per_pair["kendall_tau"].append(metrics.kendall_tau_distance(al, problem, views=pair))
-        emb = result.embedding
-        if emb is not None and a in emb.means and b in emb.means:
-            per_pair["top1"].append(metrics.top_k_accuracy(emb, problem, k=1, views=pair))
-            per_pair["top10"].append(metrics.top_k_accuracy(emb, problem, k=10, views=pair))
-            per_pair["foscttm"].append(metrics.foscttm(emb, problem, views=pair))
-        if al.probabilities is not None and len(al):
-            per_pair["ece"].append(metrics.expected_calibration_error(al, problem, views=pair))
-            per_pair["precision_at_50"].append(metrics.precision_at_coverage(al, problem, 0.5, views=pair))
-    return {m: float(np.mean(v)) if v else float("nan") for m, v in per_pair.items()}
 
 
 def evaluate(result, problem: AlignmentProblem) -> dict[str, float]:
@@ -339,70 +325,6 @@ def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
             client.close()
 
 
-# The cache of finished runs ---------------------------------------------------------------------
-def _run_settings(fingerprint: dict, label, method, fraction, seed) -> dict:
-    """The settings of one run as its cache file records them: the grid's (package version, quick settings,
-    latent dimension, device, dataset), the run's place in the grid and the method's registry entry."""
-    spec = get_method(method)
-    return dict(fingerprint, label=label, method=method, target=spec.target, method_options=dict(spec.options),
-                anchor_fraction=float(fraction), seed=seed)
-
-
-def _cache_path(cache: Path, label, method, fraction, seed) -> Path:
-    import re
-
-    stem = f"{label}__{method}__{float(fraction):g}__{seed}"
-    return cache / (re.sub(r"[^A-Za-z0-9_.+-]", "_", stem) + ".json")
-
-
-def _read_cached(cache, label, method, fraction, seed, fingerprint) -> dict | None:
-    """The cached row of a run, if there is one made with the same settings."""
-    import json
-
-    if cache is None:
-        return None
-    path = _cache_path(cache, label, method, fraction, seed)
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # absent, or unreadable: run it again
-        return None
-    if stored.get("settings") != json.loads(json.dumps(fingerprint)):
-        return None
-    return stored.get("row")
-
-
-def _write_cached(cache, row, fingerprint) -> None:
-    import json
-
-    from ._utils import atomic_write
-
-    if cache is None:
-        return
-    path = _cache_path(cache, row["dataset"], row["method"], row["anchor_fraction"], row["seed"])
-    with atomic_write(path, "w", encoding="utf-8") as handle:  # an interrupted write leaves no half file
-        json.dump({"settings": fingerprint, "row": row}, handle, default=_json_number)
-
-
-def _json_number(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"cannot store {type(value).__name__} in the comparison cache")
-
-
-def _problem_digest(problem: AlignmentProblem) -> str:
-    """A fingerprint of a user's problem (its views and truth), so that a cache is not read for other data."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for name in problem.views.names:
-        digest.update(name.encode())
-        digest.update(np.ascontiguousarray(problem.views[name]).tobytes())
-    for (a, b), corr in sorted(problem.truth.items()):
-        digest.update(f"{a}|{b}".encode())
-        digest.update(corr.index_a.tobytes() + corr.index_b.tobytes())
-    return digest.hexdigest()[:16]
-
-
 def _run(method, problem, seed, latent_dim, device, quick, progress, fitted):
     """One method on one problem; ``quick`` the quick Bayesian settings (None: the methods' defaults)."""
     spec = get_method(method)
@@ -454,99 +376,6 @@ def _log_line(row) -> str:
         return f"{head}: FAILED {row['error']}"
     return (f"{head}: accuracy {row['accuracy']:.3f}, Kendall-tau {row['kendall_tau']:.3f}, "
             f"{row['seconds']:.1f} s")
-
-
-# Tables and figures ----------------------------------------------------------------------------
-def summarize(frame):
-    """Mean over seeds per dataset, method and anchor fraction (``*_sd``: spread of accuracy and
-    Kendall-tau); runs that failed are counted in ``failed`` with their first error."""
-    import pandas as pd
-
-    keys = ["dataset", "method", "anchor_fraction"]
-    out = []
-    for key, group in frame.groupby(keys, sort=False):
-        ok = group[group["error"] == ""]
-        row = dict(zip(keys, key))
-        row["runs"] = len(group)
-        row["failed"] = int(len(group) - len(ok))
-        for m in METRICS + ("seconds",):
-            row[m] = float(ok[m].mean()) if len(ok) else float("nan")
-        for m in ("accuracy", "kendall_tau"):
-            row[f"{m}_sd"] = float(ok[m].std(ddof=1)) if len(ok) > 1 else float("nan")
-        row["error"] = group.loc[group["error"] != "", "error"].iloc[0] if row["failed"] else ""
-        out.append(row)
-    return pd.DataFrame(out)
-
-
-def markdown_summary(frame) -> str:
-    """The summary as a Markdown table (mean +- sd over seeds)."""
-    from .io import markdown_table
-
-    if len(frame) == 0:
-        return "(no runs)\n"
-    summary = summarize(frame)
-
-    def pm(mean, sd):
-        if np.isnan(mean):
-            return ""
-        return f"{mean:.3f}" + (f" ± {sd:.3f}" if not np.isnan(sd) else "")
-
-    table = summary[["dataset", "method", "anchor_fraction"]].copy()
-    table["accuracy"] = [pm(m, s) for m, s in zip(summary["accuracy"], summary["accuracy_sd"])]
-    table["kendall_tau"] = [pm(m, s) for m, s in zip(summary["kendall_tau"], summary["kendall_tau_sd"])]
-    for m in ("top1", "top10", "foscttm", "ece", "precision_at_50", "seconds"):
-        table[m] = summary[m]
-    table["failed"] = [f"{f}/{r}: {e}" if f else "" for f, r, e in zip(summary["failed"], summary["runs"],
-                                                                       summary["error"])]
-    return markdown_table(table)
-
-
-def plot_accuracy(frame, dataset: str, path) -> Path:
-    """Accuracy against anchor fraction, one line per method (mean and spread over seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    summary = summarize(frame[frame["dataset"] == dataset])
-    fig, ax = plt.subplots(figsize=(8.0, 4.4))
-    colors = plt.get_cmap("tab20").colors  # 20 distinct colours: one per method of the suite
-    for index, (method, group) in enumerate(summary.groupby("method", sort=False)):
-        group = group.sort_values("anchor_fraction")
-        if group["accuracy"].notna().any():
-            bayesian = method in METHODS and METHODS[method].bayesian  # dashed: the Bayesian methods
-            ax.errorbar(group["anchor_fraction"], group["accuracy"], yerr=group["accuracy_sd"].fillna(0.0),
-                        marker="o", capsize=3, label=method, linestyle="--" if bayesian else "-",
-                        color=colors[index % len(colors)])
-    ax.set_xlabel("anchor fraction")
-    ax.set_ylabel("matching accuracy (held-out rows)")
-    ax.set_title(dataset)
-    ax.set_ylim(-0.02, 1.02)
-    if ax.lines:
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def write_results(frame, out_dir, stem: str = "comparison") -> list[Path]:
-    """Write the runs (CSV), the summary (CSV and Markdown) and one accuracy figure per dataset."""
-    from .io import write_table
-
-    out_dir = Path(out_dir)
-    from ._utils import atomic_write
-
-    runs, summary, markdown = out_dir / f"{stem}_runs.csv", out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
-    write_table(runs, frame)
-    written = [runs]
-    if len(frame):
-        write_table(summary, summarize(frame))
-        written.append(summary)
-    with atomic_write(markdown, "w") as handle:
-        handle.write(markdown_summary(frame))
-    written.append(markdown)
-    for dataset in (frame["dataset"].unique() if len(frame) else []):
-        written.append(plot_accuracy(frame, dataset, out_dir / f"{stem}_{dataset}_accuracy.png"))
-    return written  # only what this call wrote (a summary left by an earlier run in out_dir is not among them)
 
 
 # Demo --------------------------------------------------------------------------------------------
@@ -601,39 +430,3 @@ def demo(out_dir="bayesalign-demo", dataset: str = "mocap", seed: int = 0, devic
         if dataset == "digits":
             paths.append(plot_matched_halves(shown, Path(out_dir) / "demo_matched_digits.png"))
     return frame, paths
-
-
-def _save(fig, path) -> Path:
-    from .plot import save_figure
-
-    return save_figure(fig, Path(path), dpi=110)
-
-
-def plot_matched_halves(runs: Mapping, path, n_show: int = 12, seed: int = 0) -> Path:
-    """The MAD paper's Figure 3 for each method: held-out top halves with the bottom half each was
-    matched to (8x8 digits; green frame: the true bottom, red: another image's)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(runs), n_show, figsize=(n_show * 0.8, len(runs) * 1.05 + 0.3), squeeze=False)
-    for r, (method, (result, problem)) in enumerate(runs.items()):
-        al = result.alignments[("top", "bottom")]
-        truth = problem.truth_between("top", "bottom").mapping()
-        pick = np.sort(np.random.default_rng(seed).permutation(len(al))[:n_show])
-        for c, t in enumerate(pick):
-            i, j = int(al.index_a[t]), int(al.index_b[t])
-            top, bottom = problem.views["top"][i], problem.views["bottom"][j]  # 32 pixels each
-            image = np.vstack([top.reshape(4, 8), bottom.reshape(4, 8)])
-            ax = axes[r, c]
-            ax.imshow(image, cmap="gray_r", vmin=0, vmax=16)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for spine in ax.spines.values():
-                spine.set_color("tab:green" if truth.get(i) == j else "tab:red")
-                spine.set_linewidth(2)
-        axes[r, 0].set_ylabel(method, rotation=0, ha="right", va="center", fontsize=8)
-    fig.suptitle("top halves (held out) with the bottom half each method matched to them", fontsize=9)
-    fig.tight_layout()
-    return _save(fig, path)

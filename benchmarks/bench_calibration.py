@@ -43,7 +43,7 @@ import warnings
 import numpy as np
 
 import bayesalign as ba
-from bayesalign.metrics import _confidence_and_correct
+from bayesalign.metrics.calibration import _confidence_and_correct
 
 TOYS = {"linear_shared": 20, "linear_shared_private": 20, "nonlinear_shared_private": 48}
 ORDERS = ("in_order", "shuffled")

@@ -47,7 +47,7 @@ from scipy.optimize import linear_sum_assignment
 
 import bayesalign as ba
 from bayesalign.datasets.synthetic import _TOY_GP_LENGTHSCALE, _TOY_NOISE_SD
-from bayesalign.metrics import _confidence_and_correct
+from bayesalign.metrics.calibration import _confidence_and_correct
 
 # The generator's constants: its GP maps' RBF kernel (variance 1) and the noise it adds to the latent and the outputs.
 LENGTHSCALE, OUTPUT_VARIANCE = _TOY_GP_LENGTHSCALE, 1.0

@@ -15,7 +15,8 @@ import pytest
 import bayesalign
 
 ROOT = Path(bayesalign.__file__).parent
-APPLICATION = {"registry", "compare", "io", "cli", "cli_checks", "plot", "singlecell"}
+APPLICATION = {"registry", "compare", "_compare_cache", "_compare_tables", "io", "cli", "cli_checks", "plot",
+               "singlecell"}
 #: core layer -> the top-level parts of the package it may use (itself and the seeding helpers always)
 ALLOWED = {
     "data": set(),

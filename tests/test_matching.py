@@ -582,7 +582,8 @@ def test_sparse_sinkhorn_completed_candidates_equal_the_dense_marginals(shape, c
     # the mass spreads beyond them the probabilities are too confident; with ``costs`` the left-out pairs
     # that carry mass join until no row or column leaves out more than tol, and the marginals are those
     # of the full problem (dense POT at the same temperature) to that tolerance
-    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+    from bayesalign.matching.costs import knn_edges
+    from bayesalign.matching.given_costs import _MatrixCosts
 
     rng = np.random.default_rng(5)
     a, b = rng.normal(size=(shape[0], 2)), rng.normal(size=(shape[1], 2))
@@ -601,7 +602,8 @@ def test_sparse_sinkhorn_completed_candidates_equal_the_dense_marginals(shape, c
 
 def test_sparse_sinkhorn_completion_keeps_near_hard_problems_sparse():
     # at a low temperature the candidates already hold the mass: nothing (or little) joins
-    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+    from bayesalign.matching.costs import knn_edges
+    from bayesalign.matching.given_costs import _MatrixCosts
 
     rng = np.random.default_rng(6)
     a = rng.normal(size=(200, 3))
@@ -619,7 +621,8 @@ def test_log_potentials_give_the_log_marginal_of_every_pair_also_below_the_candi
     # reference is POT's log-domain Sinkhorn converged to 1e-11 on the same (augmented) problem
     import ot
 
-    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+    from bayesalign.matching.costs import knn_edges
+    from bayesalign.matching.given_costs import _MatrixCosts
 
     rng = np.random.default_rng(7)
     a, b = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
@@ -677,7 +680,8 @@ def test_warm_started_sinkhorn_gives_the_same_marginals_in_fewer_sweeps(shape, c
     # info["potentials"] of a solve at T0 started at a nearby T (above or below it): the same marginals as a
     # cold solve, to the tolerance, in fewer sweeps (the dense solver counts them); the sparse solver, which
     # takes them too, gives the dense one's marginals
-    from bayesalign.matching.costs import _MatrixCosts, knn_edges
+    from bayesalign.matching.costs import knn_edges
+    from bayesalign.matching.given_costs import _MatrixCosts
 
     rng = np.random.default_rng(9)
     a, b = rng.normal(size=(shape[0], 2)), rng.normal(size=(shape[1], 2))

@@ -160,7 +160,7 @@ def test_top_k_from_embedding_equals_sorting(monkeypatch):
     assert metrics.top_k_accuracy(emb, truth, k=10) == pytest.approx(np.mean(rank <= 10))
     assert metrics.mean_reciprocal_rank(emb, truth) == pytest.approx(np.mean(1 / rank))
     assert metrics.top_k_accuracy(D, truth, k=10) == pytest.approx(np.mean(rank <= 10))
-    monkeypatch.setattr(metrics, "_BLOCK_ENTRIES", 7)  # blocks of a single query row
+    monkeypatch.setattr(metrics.retrieval, "_BLOCK_ENTRIES", 7)  # blocks of a single query row
     assert metrics.mean_reciprocal_rank(emb, truth) == pytest.approx(np.mean(1 / rank))
 
 

@@ -19,13 +19,15 @@
 ``match``                  match two views of a LatentEmbedding (every method's last step)
 =========================  ==================================================================
 
-Modules: :mod:`~bayesalign.matching.costs`, :mod:`~bayesalign.matching.assignment`,
-:mod:`~bayesalign.matching.entropic`, :mod:`~bayesalign.matching.matcher`. The unmatched penalty
+Modules: :mod:`~bayesalign.matching.costs`, :mod:`~bayesalign.matching.given_costs`,
+:mod:`~bayesalign.matching.assignment`, :mod:`~bayesalign.matching.myopic`,
+:mod:`~bayesalign.matching.entropic`, :mod:`~bayesalign.matching.marginals`,
+:mod:`~bayesalign.matching.matcher`. The unmatched penalty
 is the same everywhere: with ``cost_limit = L``, leaving one point of either view unmatched
 costs ``L / 2``, so a pair costlier than ``L`` is never worth making.
 """
 
-from .assignment import DEFAULT_VIEWS, DENSE_LIMIT, assign, linear_assignment, myopic_assignment, sparse_assignment
+from .assignment import DEFAULT_VIEWS, DENSE_LIMIT, assign, linear_assignment, sparse_assignment
 from .costs import (
     METRICS,
     CrossViewMisfit,
@@ -38,15 +40,8 @@ from .costs import (
     pairwise_costs,
     squared_distances,
 )
-from .entropic import (
-    PerturbAndMapResult,
-    SinkhornResult,
-    marginal_assignment,
-    perturb_and_map,
-    sinkhorn,
-    sinkhorn_marginals,
-    sparse_sinkhorn,
-)
+from .entropic import SinkhornResult, sinkhorn, sinkhorn_marginals, sparse_sinkhorn
+from .marginals import PerturbAndMapResult, marginal_assignment, perturb_and_map
 from .matcher import (
     COSTS,
     MATCHERS,
@@ -59,6 +54,7 @@ from .matcher import (
     sinkhorn_log_marginals,
     sinkhorn_probabilities,
 )
+from .myopic import myopic_assignment
 
 __all__ = ["COSTS", "DEFAULT_VIEWS", "DENSE_LIMIT", "MATCHERS", "METRICS", "CrossViewMisfit", "PerturbAndMapResult",
            "SinkhornResult", "fit_misfit",

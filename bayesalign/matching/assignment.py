@@ -1,4 +1,4 @@
-"""Optimal and myopic one-to-one assignment: dense (Hungarian), certified sparse, online.
+"""Optimal one-to-one assignment: dense (Hungarian) and certified sparse.
 
 The unmatched penalty is the same everywhere: with ``cost_limit = L``, leaving one point of
 either view unmatched costs ``L / 2``, so a pair costlier than ``L`` is never worth making.
@@ -15,10 +15,10 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_bipartite_matching, min_weight_full_bipartite_matching
 
 from ..data import Alignment, check_view
-from ..data.views import _index_array
-from .costs import _check_cost, _check_limit, _check_metric, _GraphCosts, _MatrixCosts, _PointCosts
+from .costs import _check_cost, _check_limit, _check_metric, _PointCosts
+from .given_costs import _GraphCosts, _MatrixCosts
 
-__all__ = ["assign", "linear_assignment", "myopic_assignment", "sparse_assignment"]
+__all__ = ["assign", "linear_assignment", "sparse_assignment"]
 
 DEFAULT_VIEWS = ("view0", "view1")
 # Dense problems up to this many entries (8 bytes each: 200 MB) are solved densely by ``assign``.
@@ -446,69 +446,4 @@ def assign(cost_or_points_a, points_b=None, method: str = "auto", k: int = 10, m
         ei, ej = source.knn(k)
     return _sparse_solve(source, ei.astype(np.int64), ej.astype(np.int64), limit, max_rounds,
                          max(8, int(k)), True, views, "sparse")
-
-
-# ------------------------------------------------------------------------------------------
-# Myopic matching
-# ------------------------------------------------------------------------------------------
-def myopic_assignment(cost_or_points_a, points_b=None, order=None, metric: str = "euclidean",
-                      cost_limit=None, views=DEFAULT_VIEWS) -> Alignment:
-    r"""Online (myopic) matching of MAD (Damianou, Lawrence & Ek 2016, section 3).
-
-    The points of view b arrive one at a time, in ``order`` (default: index order); each
-    takes the nearest point of view a that is still free,
-
-    .. math:: \sigma^{-1}(j_t) = \arg\min_{i \notin \{\sigma^{-1}(j_1..j_{t-1})\}} C_{i j_t},
-
-    ties to the lowest index. A point of b finds no partner once a is exhausted, or (with
-    ``cost_limit``) when its nearest free point costs the limit or more (leaving both unmatched costs as
-    much, and :func:`linear_assignment` drops such a pair too). Time O(n_a n_b),
-    memory O(n_a) beyond the inputs (costs from points are computed column by column).
-
-    Examples
-    --------
-    >>> C = [[1.0, 2.0], [3.0, 1.5]]
-    >>> myopic_assignment(C).pairs.tolist()             # b0 takes a0, then b1 takes a1
-    [[0, 0], [1, 1]]
-    >>> myopic_assignment(C, order=[1, 0]).pairs.tolist()   # b1 takes a1 first
-    [[0, 0], [1, 1]]
-    """
-    limit = _check_limit(cost_limit)
-    if points_b is None:
-        cost = _check_cost(cost_or_points_a)
-        column = lambda j: cost[:, j].copy()
-        n_a, n_b = cost.shape
-    else:
-        src = _PointCosts(check_view(cost_or_points_a, "points_a"), check_view(points_b, "points_b"),
-                          _check_metric(metric))
-        n_a, n_b = src.shape
-        all_a = np.arange(n_a)
-        column = lambda j: src.at(all_a, np.full(n_a, j))
-    if order is None:
-        order = np.arange(n_b)
-    else:
-        order = _index_array(order, "order")
-        if order.ndim != 1 or order.size != np.unique(order).size or (order.size and (
-                order.min() < 0 or order.max() >= n_b)):
-            raise ValueError(f"order must list distinct rows of view b (0..{n_b - 1})")
-    free = np.ones(n_a, dtype=bool)
-    rows, cols, costs = [], [], []
-    for j in order:
-        if not free.any():
-            break
-        col = column(j)  # [n_a]
-        col[~free] = np.inf
-        i = int(np.argmin(col))
-        if not np.isfinite(col[i]) or (limit is not None and col[i] >= limit):
-            continue
-        free[i] = False
-        rows.append(i)
-        cols.append(int(j))
-        costs.append(col[i])
-    rows, cols = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
-    costs = np.array(costs, dtype=np.float64)
-    return _make_alignment(rows, cols, costs, (n_a, n_b), views, "myopic",
-                           objective=_objective(float(costs.sum()), rows.size, (n_a, n_b), limit),
-                           total_cost=float(costs.sum()), order=order.copy(), cost_limit=limit)
-
 

@@ -15,9 +15,12 @@ import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 from ..data import Alignment, AlignmentProblem, LatentEmbedding
-from .assignment import _has_full_matching, assign, linear_assignment, myopic_assignment, sparse_assignment
-from .costs import _MatrixCosts, cost_source, knn_edges, likelihood_cost, mean_distance_cost, pair_costs
-from .entropic import marginal_assignment, perturb_and_map, sinkhorn_marginals, sparse_sinkhorn
+from .assignment import _has_full_matching, assign, linear_assignment, sparse_assignment
+from .costs import cost_source, knn_edges, likelihood_cost, mean_distance_cost, pair_costs
+from .entropic import sinkhorn_marginals, sparse_sinkhorn
+from .given_costs import _MatrixCosts
+from .marginals import marginal_assignment, perturb_and_map
+from .myopic import myopic_assignment
 
 __all__ = ["COSTS", "MATCHERS", "candidate_rows", "match", "nearest_cost_temperature", "posterior_assignment",
            "posterior_marginals", "posterior_temperature", "sinkhorn_log_marginals", "sinkhorn_probabilities"]

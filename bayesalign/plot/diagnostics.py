@@ -109,7 +109,7 @@ def reliability_bins(alignment, truth, n_bins: int = 10):
     :func:`bayesalign.metrics.expected_calibration_error` (``n_bins`` equal-width bins on [0, 1],
     p = 1 in the last), so ``sum(count / n * |correct - probability|)`` is its ECE.
     """
-    from ..metrics import _confidence_and_correct
+    from ..metrics.calibration import _confidence_and_correct
 
     p, y = _confidence_and_correct(alignment, truth, None)
     n_bins = int(n_bins)
