@@ -56,7 +56,7 @@ from .registry import COMPARE_METHODS, METHODS, get_method, run_method
 
 __all__ = ["BACKENDS", "DEMO_DATASETS", "DEMO_FRACTIONS", "DEMO_METHODS", "FRACTIONS", "METRICS", "QUICK_BAYESIAN",
            "QUICK_DATASETS", "QUICK_FRACTIONS", "SUITE", "check_dataset", "check_method", "dataset_summaries", "demo",
-           "evaluate", "evaluate_method_result", "load_dataset", "markdown_summary", "plot_accuracy",
+           "evaluate_method_result", "load_dataset", "markdown_summary", "plot_accuracy",
            "plot_matched_halves", "quick_options", "run_comparison", "summarize", "write_results"]
 
 FRACTIONS = (0.05, 0.1, 0.25)
@@ -124,14 +124,6 @@ def load_dataset(name: str, quick: bool = False) -> AlignmentProblem:
     else:
         problem = load(name)
     return problem.replace(name=name)
-
-
-def evaluate(result, problem: AlignmentProblem) -> dict[str, float]:
-    """Deprecated name of :func:`evaluate_method_result` (``bayesalign.metrics.evaluate`` scores one Alignment)."""
-    import warnings
-
-    warnings.warn("bayesalign.compare.evaluate is renamed evaluate_method_result", DeprecationWarning, stacklevel=2)
-    return evaluate_method_result(result, problem)
 
 
 # Running ---------------------------------------------------------------------------------------
