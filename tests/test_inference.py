@@ -327,3 +327,38 @@ def test_nearest_observed_rows_is_the_brute_force_over_co_observed_entries():
     complete = torch.as_tensor(rng.normal(size=(40, 6)))  # no NaN: the Euclidean nearest row
     assert nearest_observed_rows(torch.nan_to_num(Y), complete).tolist() == \
         torch.cdist(torch.nan_to_num(Y), complete).argmin(1).tolist()
+
+
+def _scripted(values):
+    """A closure for maximize that returns ``values`` in turn, with a zero gradient."""
+    x = torch.zeros(1, dtype=F64, requires_grad=True)
+    it = iter(values)
+
+    def closure():
+        x.grad = torch.zeros_like(x)
+        return next(it)
+    return closure, [x]
+
+
+def test_maximize_stops_when_the_best_bound_rose_by_less_than_tol_over_the_window():
+    from bayesalign.gp._optim import STOP_WINDOW, maximize
+
+    # the rule watches the recorded bounds, whatever the optimiser (Adam here: a zero gradient does not end it)
+    # a bound rising 1e-3 per evaluation from -100: 0.05 = 5e-4 of |bound| over a window of STOP_WINDOW = 50
+    rising = [-100.0 + 1e-3 * k for k in range(400)]
+    closure, params = _scripted(rising)
+    result = maximize(closure, params, method="adam", max_evals=300, tol=1e-3)
+    assert result.converged and result.n_evals == STOP_WINDOW + 1  # the first window already rose too little
+    closure, params = _scripted(rising)
+    result = maximize(closure, params, method="adam", max_evals=300, tol=1e-4)
+    assert not result.converged and result.n_evals == 300  # 5e-4 per window > 1e-4: it climbs to the budget
+
+
+def test_maximize_goes_on_through_a_flat_stretch_shorter_than_the_window():
+    from bayesalign.gp._optim import STOP_WINDOW, maximize
+
+    # 20 flat evaluations between rises of 1 (1% of |bound|): a per-step rule would stop in the first stretch
+    values = [-100.0 + (k // 20) for k in range(10 * STOP_WINDOW)]
+    closure, params = _scripted(values)
+    result = maximize(closure, params, method="adam", max_evals=5 * STOP_WINDOW, tol=1e-3)
+    assert not result.converged and result.n_evals == 5 * STOP_WINDOW

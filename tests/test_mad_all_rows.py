@@ -430,8 +430,7 @@ def test_the_all_rows_model_keeps_the_start_with_the_highest_bound_and_refits_fr
 def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, no_round):
     # every start is the fit it would be alone at START_INDUCING inducing inputs for RACE_FRACTION of max_iter (the
     # same bounds as a plain MAD with num_inducing=START_INDUCING and that budget, which fits directly, round-off
-    # aside), the highest is kept, continued to max_iter, grown to num_inducing (never lowering its bound) and
-    # continued
+    # aside), the highest is kept, grown to num_inducing (never lowering its bound) and continued
     from bayesalign.mad.training import RACE_FRACTION, START_INDUCING
 
     raced = ba.MAD(latent_dim=4, num_inducing=START_INDUCING + 10, seed=0, engine_options={"max_iter": 400}).fit(toy)
@@ -450,6 +449,27 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, no_r
     n, rows = raced.entities_
     free, mean, _ = raced.posteriors_["Y2"]
     np.testing.assert_array_equal(mean, model.entity_means_[rows["Y2"][free]])  # the grown fit's posteriors
+
+
+def test_a_correspondence_round_goes_on_from_the_fitted_model_under_the_new_prior(toy, all_rows):
+    # the same entities: a copy of the fitted model continues (its history goes on from the first fit's) with the
+    # soft edges in its graph prior; the first fit's model is left as it was
+    from bayesalign.mad import training
+    from bayesalign.mad.refinement import correspondence_edges
+
+    mad = copy.deepcopy(all_rows)
+    before = mad.model_.history_.copy()
+    edges, _ = correspondence_edges(mad)
+    state = training.fit_all_rows(mad, mad.problem_, mad.problem_.views, mad.anchors_, init=mad.embedding_,
+                                  extra_edges=edges)
+    model = state["model_"]
+    assert model is not mad.model_ and len(model.history_) > len(before)
+    np.testing.assert_array_equal(model.history_[:len(before)], before)
+    np.testing.assert_array_equal(mad.model_.history_, before)
+    n, rows = state["entities_"]
+    graph = training.entity_prior(mad, mad.problem_.views, rows, n, edges)
+    assert graph.log_det_precision != training.entity_prior(mad, mad.problem_.views, rows, n).log_det_precision
+    assert model.module_.latent_prior.log_det_precision == pytest.approx(graph.log_det_precision, rel=1e-12)
 
 
 def test_the_cross_view_misfit_is_estimated_on_the_anchors_re_inferred_view_by_view(toy, all_rows):

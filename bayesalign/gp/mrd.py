@@ -6,6 +6,7 @@ import torch
 
 from ..data import AlignmentProblem, Views
 from ._model import LatentGPBase
+from ._optim import TOL
 from .initialisation import as_paired_views, as_views
 from .model_file import register_model_class
 
@@ -83,7 +84,9 @@ class MRD(LatentGPBase):
     max_iter : int
         Most bound evaluations in all, the warm-up included.
     tol : float
-        L-BFGS stops when the relative change of the bound per iteration is below ``tol``.
+        The fit has converged when its best bound rose by less than ``tol`` times its magnitude over the last
+        50 evaluations (``bayesalign.gp._optim.STOP_WINDOW``; a window, not one step, so that a short step of
+        the line search does not end a fit that is still climbing); default 3e-3.
     lbfgs_memory : int
         Correction pairs of L-BFGS (scipy's ``maxcor``); default 30, not scipy's and GPy's 10.
         ``experiments/mad_paper.py`` uses GPy's 10, as the paper.
@@ -193,7 +196,7 @@ class MRD(LatentGPBase):
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", init="pca",
                  init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 100,
-                 optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = 1e-9, learning_rate: float = 0.01,
+                 optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = TOL, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
                  dtype=torch.float64, progress: bool = True, n_restarts: int = 1,
                  lbfgs_memory: int = 30, precondition_after: int | None = 200):

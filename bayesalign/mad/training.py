@@ -10,14 +10,16 @@ r"""What MAD's model learns from: the anchors only (the paper) or every row (a p
 
   with L the Laplacian of the union of the views' kNN graphs over the entities
   (:class:`bayesalign.gp.priors.GraphLaplacianPrior`). q(X) starts from each of ``STARTS`` with ``START_INDUCING``
-  inducing inputs for ``RACE_FRACTION`` of the budget; the start with the highest bound goes on, grown to
-  ``num_inducing`` (MRD's restarts and :meth:`~bayesalign.gp.MRD.grow_inducing`).
+  inducing inputs for ``RACE_FRACTION`` of the budget (MRD's ``max_iter``); the start with the highest bound is
+  grown to ``num_inducing`` and goes on for the budget (MRD's restarts and
+  :meth:`~bayesalign.gp.MRD.grow_inducing`). Every stage stops early by MRD's rule (``tol``).
 
 Each function returns the fitted attributes of :class:`bayesalign.MAD` it sets, as a dict.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 
@@ -38,8 +40,8 @@ STARTS = ("joint_laplacian", "pca", "cca")
 #: Inducing inputs each start races with (the kept one then grows to ``num_inducing``).
 START_INDUCING = 30
 #: Fraction of the budget (MRD's ``max_iter``) each start gets in the race.
-RACE_FRACTION = 0.3
-#: Fraction of the budget a refit from the current q(X) gets (a correspondence round).
+RACE_FRACTION = 0.15
+#: Fraction of the budget a correspondence round gets (the fitted model going on under its new prior).
 ROUND_FRACTION = 0.3
 #: Neighbours of each row in its view's kNN graph (the graph prior, the joint-Laplacian start).
 N_NEIGHBORS = 10
@@ -167,12 +169,20 @@ def _starts_record(model, tried: tuple) -> tuple[list, str]:
     return records, named.get(kept, kept)
 
 
+def _same_entities(mad, n_entities: int, rows: dict) -> bool:
+    """Whether the fitted all-rows model of ``mad`` has these entities (so it can go on from its parameters)."""
+    fitted = getattr(mad, "entities_", None)
+    return (getattr(mad, "model_", None) is not None and fitted is not None and fitted[0] == n_entities
+            and all(np.array_equal(fitted[1][v], rows[v]) for v in rows))
+
+
 def fit_all_rows(mad, problem: AlignmentProblem, views: Views, groups: np.ndarray, init=None, extra_edges=None,
                  start=None) -> dict:
     """The all-rows model (see the module docstring) on ``views`` with the anchor ``groups``.
 
     ``init`` (a LatentEmbedding) replaces the starts (a refit from the current q(X)); ``extra_edges`` are added to
-    the graph's weights (soft correspondences); ``start`` is the start a previous fit kept (tried alone).
+    the graph's weights (soft correspondences; with ``init`` and the fitted model's entities, that model goes on
+    under the new prior); ``start`` is the start a previous fit kept (tried alone).
     """
     names = views.names
     arrays = {v: np.asarray(views[v]) for v in names}
@@ -199,21 +209,23 @@ def fit_all_rows(mad, problem: AlignmentProblem, views: Views, groups: np.ndarra
     else:
         from ..gp import MRD
 
-        race = START_INDUCING < M and isinstance(options.get("init"), tuple) and len(options["init"]) > 1
         budget = int(options.get("max_iter", MRD().max_iter))
-        if extra_edges is not None and refit:  # a correspondence round: part of the budget
-            budget = options["max_iter"] = max(int(ROUND_FRACTION * budget), 1)
-        if race:  # each start for a fraction of the budget: the kept one goes on alone
-            options["max_iter"] = max(int(RACE_FRACTION * budget), 1)
-        model = MRD(num_inducing=START_INDUCING if race else M, **common, **options)
-        model._warn_convergence = False  # a stage's share of the budget: MAD says once whether the kept fit converged
-        model.fit(arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
-        if race:  # the kept start goes on and grows to num_inducing
-            starts = _starts_record(model, tried)
-            if budget > options["max_iter"]:
-                model.continue_fit(budget - options["max_iter"])
-            model.max_iter = budget
-            model.grow_inducing(M, max(budget // 2, 1))
+        if refit and extra_edges is not None and _same_entities(mad, n_entities, rows):
+            # a correspondence round: the fitted model goes on under the new prior, for part of the budget
+            model = copy.deepcopy(mad.model_)
+            model._warn_convergence = False
+            model.continue_fit(max(int(ROUND_FRACTION * budget), 1), latent_prior=prior)
+        else:
+            race = START_INDUCING < M and isinstance(options.get("init"), tuple) and len(options["init"]) > 1
+            if race:  # each start for a fraction of the budget: the kept one goes on alone
+                options["max_iter"] = max(int(RACE_FRACTION * budget), 1)
+            model = MRD(num_inducing=START_INDUCING if race else M, **common, **options)
+            model._warn_convergence = False  # a stage: MAD says once whether the kept fit converged
+            model.fit(arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
+            if race:  # the kept start grows to num_inducing and goes on, for the budget
+                starts = _starts_record(model, tried)
+                model.max_iter = budget
+                model.grow_inducing(M, budget)
     mean, var = model.entity_means_, model.entity_variances_  # [E, Q] each
     out = {"model_": model, "entities_": (n_entities, rows), "prior_edges_": extra_edges,
            "timings_": {"fit_seconds": time.perf_counter() - clock, "infer_seconds": 0.0}}
