@@ -327,8 +327,8 @@ class AlignmentProblem:
             raise ValueError("with_label_prior needs labels: this problem has none; pass labels={view: array}")
         tables = {}
         if table is not None:
-            per_pair = isinstance(table, Mapping) and table and all(
-                isinstance(k, tuple) and len(k) == 2 and all(v in names for v in k) for k in table)
+            per_pair = isinstance(table, Mapping) and table and all(  # keyed by (view, view): a view is named
+                isinstance(k, tuple) and len(k) == 2 and any(v in names for v in k) for k in table)
             if per_pair:
                 tables = dict(table)
             elif len(names) == 2:
