@@ -267,3 +267,21 @@ def test_transport_aligners_follow_the_label_prior(cells, estimator):
         labelled = estimator.fit(cells.with_label_prior(noise=0.05))
     # correct labels on every row: the most likely partners share their cell type far more often
     assert _label_agreement(labelled, cells) > agreement + 0.1
+
+
+def test_a_fitted_mad_matches_under_its_problems_label_prior():
+    problem = ba.datasets.mad_toy("linear_shared", seed=0, n=40).split_anchors(12, seed=0).shuffle_unaligned(seed=0)
+    names = problem.views.names
+    classes = {v: np.arange(problem.views.n_samples[v]) % 3 for v in names}  # any labels: the wiring is tested
+    labelled = problem.with_label_prior(classes, noise=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a capped fit: its convergence is not what is tested here
+        mad = ba.MAD(latent_dim=2, num_inducing=5, seed=0, training="anchors",
+                     engine_options={"max_iter": 30}).fit(labelled)
+    rows_a, rows_b, C = mad.cost_matrix(temperature=0.5)
+    p = mad.posteriors()
+    expected = likelihood_cost(p.mean_a, p.var_a, p.mean_b, p.var_b) + 0.5 * labelled.label_cost(*names, rows_a, rows_b)
+    np.testing.assert_allclose(C, expected, rtol=1e-12)  # the same arrays summed in the same order
+    al = mad.align(temperature=0.5)
+    at = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
+    np.testing.assert_allclose(al.costs, expected[at], rtol=1e-12)
