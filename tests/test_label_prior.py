@@ -141,6 +141,10 @@ def test_bad_hints_are_refused_with_the_view_at_fault():
         problem.with_label_prior({"a": [0] * 4}, table=[(0, 1, 2)])
     with pytest.raises(ValueError, match="names view 'c'"):
         problem.with_label_prior({"a": [0] * 4}, table={("a", "c"): [(0, 0)]})
+    with pytest.raises(ValueError, match="views 'a' and 'b' have no label in common"):
+        problem.with_label_prior({"a": ["x", None, "y", "x"], "b": ["X", "Y", None, "X", "Y"]})
+    with pytest.raises(ValueError, match="pairs none of the labels their hints carry"):
+        problem.with_label_prior({"a": ["x", None, "y", "x"], "b": ["X", "Y", None, "X", "Y"]}, table={"x": "Z"})
     three = AlignmentProblem({v: np.zeros((3, 1)) for v in "abc"})
     with pytest.raises(ValueError, match="key the label table by pairs of views"):
         three.with_label_prior({"a": [0] * 3}, table=[(0, 0)])

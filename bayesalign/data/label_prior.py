@@ -123,6 +123,25 @@ class LabelPrior:
             if key[0] == key[1]:
                 raise ValueError(f"a label table relates two different views, got {key!r}")
 
+    def check_overlap(self, names) -> None:
+        """Raise ``ValueError`` for two hinted views whose labels never correspond: no label in common (and no
+        table between them), or a table that pairs none of the labels present; such a prior only pushes rows apart.
+        """
+        present = {v: {x for x in self.labels[v] if not is_missing_label(x)} for v in names if v in self.labels}
+        hinted = [v for v in names if present.get(v)]
+        for i, a in enumerate(hinted):
+            for b in hinted[i + 1:]:
+                pairs = self.tables.get((a, b))
+                if pairs is None and (b, a) in self.tables:
+                    pairs = {(lb, la) for la, lb in self.tables[(b, a)]}
+                if pairs is None and not present[a] & present[b]:
+                    raise ValueError(f"the label hints of views {a!r} and {b!r} have no label in common (e.g. "
+                                     f"{sorted(map(str, present[a]))[:3]} and {sorted(map(str, present[b]))[:3]}); "
+                                     "pass a table saying which labels correspond")
+                if pairs is not None and not any(la in present[a] and lb in present[b] for la, lb in pairs):
+                    raise ValueError(f"the label table between views {a!r} and {b!r} pairs none of the labels "
+                                     "their hints carry")
+
     def reindexed(self, view: str, order) -> LabelPrior:
         """The same prior with the rows of ``view`` reordered: new row k is old row ``order[k]``."""
         labels = dict(self.labels)

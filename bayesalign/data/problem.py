@@ -336,7 +336,10 @@ class AlignmentProblem:
             else:
                 raise ValueError(f"with {len(names)} views, key the label table by pairs of views, e.g. "
                                  f"{{({names[0]!r}, {names[1]!r}): pairs}}")
-        return self.replace(label_prior=LabelPrior(labels, noise, tables))
+        prior = LabelPrior(labels, noise, tables)
+        prior.check(self.views)
+        prior.check_overlap(names)
+        return self.replace(label_prior=prior)
 
     def label_cost(self, a, b, rows_a=None, rows_b=None) -> np.ndarray | None:
         r"""The label prior's cost :math:`-\log(K\, p)` between rows of views a and b (nats), or None when it

@@ -108,7 +108,7 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
     """
     if marginals not in MARGINALS:
         raise ValueError(f"marginals must be one of {MARGINALS}, got {marginals!r}")
-    loss_scale = 1.0
+    loss_scale, given_epsilon = 1.0, epsilon
     if prior_cost is not None:
         prior_cost = np.asarray(prior_cost, np.float64)
         if prior_cost.shape != (A.shape[0], B.shape[0]) or not np.all(np.isfinite(prior_cost)):
@@ -136,7 +136,7 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
             T, log = ot.gromov.entropic_semirelaxed_fused_gromov_wasserstein(M, A, B, p, alpha=float(alpha), **common)
     T = np.asarray(T, np.float64)
     if not np.all(np.isfinite(T)) or abs(T.sum() - 1.0) > 1e-3:
-        raise FloatingPointError(f"the Gromov-Wasserstein coupling is not a transport plan at epsilon={epsilon} "
+        raise FloatingPointError(f"the Gromov-Wasserstein coupling is not a transport plan at epsilon={given_epsilon} "
                                  "(Sinkhorn underflowed); raise epsilon")
     loss = loss_scale * float(log.get("fgw_dist", log.get("gw_dist", log.get("srfgw_dist",
                                                                              log.get("srgw_dist", np.nan)))))
