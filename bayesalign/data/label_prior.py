@@ -151,6 +151,38 @@ class LabelPrior:
         out.tables = dict(self.tables)
         return out
 
+    def to_arrays(self) -> tuple[dict, dict]:
+        """The prior as plain arrays and JSON-able metadata, for files that load without pickle
+        (:meth:`from_arrays`): every label a code into one vocabulary, -1 for none."""
+        values = [x for lab in self.labels.values() for x in lab if not is_missing_label(x)]
+        values += [x for pairs in self.tables.values() for pair in pairs for x in pair]
+        vocabulary = {x: k for k, x in enumerate(dict.fromkeys(values))}
+        arrays = {f"labels/{k}": self._codes(view, vocabulary, self.labels[view].size)
+                  for k, view in enumerate(self.labels)}
+        for k, pairs in enumerate(self.tables.values()):
+            arrays[f"tables/{k}"] = np.array([[vocabulary[la], vocabulary[lb]] for la, lb in pairs], np.int64)
+        meta = {"noise": self.noise, "views": list(self.labels), "tables": [list(key) for key in self.tables],
+                "vocabulary": [str(x) for x in vocabulary]}
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping, meta: Mapping) -> LabelPrior:
+        """The prior :meth:`to_arrays` wrote; labels come back as their text (as codes where two texts coincide),
+        so every label corresponds to the same ones as before."""
+        text = list(meta["vocabulary"])
+        names = np.array(text if len(set(text)) == len(text) else range(len(text)), dtype=object)
+
+        def decode(codes):
+            codes = np.asarray(codes, np.int64)
+            if codes.size and (codes.min() < -1 or codes.max() >= len(names)):
+                raise ValueError("label prior arrays hold codes outside their vocabulary")
+            return np.where(codes >= 0, names[np.maximum(codes, 0)], None)
+
+        labels = {view: decode(arrays[f"labels/{k}"]) for k, view in enumerate(meta["views"])}
+        tables = {tuple(key): [tuple(pair) for pair in decode(arrays[f"tables/{k}"]).reshape(-1, 2)]
+                  for k, key in enumerate(meta["tables"])}
+        return cls(labels, meta["noise"], tables)
+
     def _codes(self, view: str, vocabulary: dict, n_rows: int) -> np.ndarray:
         """Each row's label as its position in ``vocabulary`` (-1: no label, or not in it)."""
         values = self.labels.get(view)
