@@ -5,6 +5,7 @@ matcher (POT's Sinkhorn and a brute-force assignment as references) and in the o
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 
 import numpy as np
@@ -273,7 +274,21 @@ def test_transport_aligners_follow_the_label_prior(cells, estimator):
     assert _label_agreement(labelled, cells) > agreement + 0.1
 
 
-def test_a_fitted_mad_matches_under_its_problems_label_prior():
+def test_label_prior_arrays_round_trip_to_the_same_costs():
+    problem = _problem(3, 5)
+    hints = {"a": [1, 2, None], "b": [1.0, None, 2, 7, 1]}  # 1 and 1.0 are one label
+    for table in (None, {1: [1, 7], 2: 2}):
+        prior = problem.with_label_prior(hints, table=table, noise=0.3)
+        arrays, meta = prior.label_prior.to_arrays()
+        json.dumps(meta)  # the metadata is plain JSON
+        back = problem.replace(label_prior=LabelPrior.from_arrays(arrays, meta))
+        np.testing.assert_allclose(back.label_cost("a", "b"), prior.label_cost("a", "b"), rtol=0, atol=0)
+    arrays["labels/0"] = np.array([0, 9, -1])
+    with pytest.raises(ValueError, match="outside their vocabulary"):
+        LabelPrior.from_arrays(arrays, meta)
+
+
+def test_a_fitted_mad_matches_under_its_problems_label_prior(tmp_path):
     problem = ba.datasets.mad_toy("linear_shared", seed=0, n=40).split_anchors(12, seed=0).shuffle_unaligned(seed=0)
     names = problem.views.names
     classes = {v: np.arange(problem.views.n_samples[v]) % 3 for v in names}  # any labels: the wiring is tested
@@ -289,3 +304,7 @@ def test_a_fitted_mad_matches_under_its_problems_label_prior():
     al = mad.align(temperature=0.5)
     at = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
     np.testing.assert_allclose(al.costs, expected[at], rtol=1e-12)
+    ba.mad.save(mad, tmp_path / "mad.npz")  # the saved model keeps the prior its matcher uses
+    loaded = ba.mad.load(tmp_path / "mad.npz")
+    np.testing.assert_allclose(loaded.problem_.label_cost(*names), labelled.label_cost(*names), rtol=0, atol=0)
+    np.testing.assert_allclose(loaded.cost_matrix(temperature=0.5)[2], C, rtol=1e-12)  # the same sums
