@@ -10,6 +10,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .._utils import as_rng
 from .correspondence import Correspondence, _anchor_count
+from .label_prior import LabelPrior
 from .views import InputTypeError, Views
 
 
@@ -49,8 +50,10 @@ class AlignmentProblem:
     truth : Correspondence, list or dict, optional
         The true correspondence; used only by metrics, never by methods.
     labels : dict view -> 1-D array, optional
-        Class labels per row, for label-transfer metrics and coloured plots.
+        Class labels per row, for label-transfer metrics and coloured plots; never seen by a method.
     name : str, optional
+    label_prior : LabelPrior, optional
+        Labels as partner hints, which the methods do use; set it with :meth:`with_label_prior`.
 
     Examples
     --------
@@ -62,7 +65,8 @@ class AlignmentProblem:
     (3, 7)
     """
 
-    def __init__(self, views, anchors=None, truth=None, labels=None, name: str = ""):
+    def __init__(self, views, anchors=None, truth=None, labels=None, name: str = "",
+                 label_prior: LabelPrior | None = None):
         self.views = views if isinstance(views, Views) else Views(views)
         self.anchors = _as_correspondences(anchors, self.views, "anchors")
         self.truth = _as_correspondences(truth, self.views, "truth")
@@ -80,6 +84,12 @@ class AlignmentProblem:
             lab.setflags(write=False)
             self.labels[view] = lab
         self.name = name
+        if label_prior is not None:
+            if not isinstance(label_prior, LabelPrior):
+                raise InputTypeError(f"label_prior must be a LabelPrior (see with_label_prior), got "
+                                     f"{type(label_prior).__name__}")
+            label_prior.check(self.views)
+        self.label_prior = label_prior
 
     @classmethod
     def paired(cls, views, labels=None, name: str = "") -> AlignmentProblem:
@@ -95,7 +105,7 @@ class AlignmentProblem:
     def __repr__(self) -> str:
         anchors = ", ".join(f"{a}-{b}: {len(c)}" for (a, b), c in self.anchors.items()) or "none"
         return (f"AlignmentProblem({self.name + ', ' if self.name else ''}{self.views!r}, anchors: {anchors}, "
-                f"truth: {'yes' if self.truth else 'no'})")
+                f"truth: {'yes' if self.truth else 'no'}{', label prior' if self.label_prior else ''})")
 
     # Queries -----------------------------------------------------------------------------
     def _between(self, store, a, b, what) -> Correspondence | None:
@@ -277,10 +287,86 @@ class AlignmentProblem:
         mask[self.anchored(view)] = False
         return np.flatnonzero(mask)
 
+    # Labels as partner hints ----------------------------------------------------------------
+    def with_label_prior(self, labels=None, table=None, noise: float = 0.1) -> AlignmentProblem:
+        r"""A copy whose methods prefer partners with corresponding labels: a prior over partners.
+
+        Row j of view b is row i of view a's partner with prior probability :math:`p(j \mid i) \propto
+        (1 - \varepsilon)` when their labels correspond (equal, or paired by ``table``) and
+        :math:`\varepsilon / (K - 1)` when not, K the number of labels of b, and :math:`1/K` when either row is
+        unlabelled (no information); :mod:`bayesalign.data.label_prior` gives the general form of a table. The
+        aligners add :math:`-\log p` to their cost (:meth:`label_cost`): MAD's matcher, so its match
+        probabilities are the posterior under this prior; the feature cost of the optimal-transport aligners.
+
+        Parameters
+        ----------
+        labels : dict view -> 1-D array, optional
+            A label per row, None or NaN where a row has none. Default: the problem's ``labels``. Evaluating label
+            transfer with the labels that supervised the alignment is circular: keep the hinted rows out of it.
+        table : pairs, dict, or dict (view a, view b) -> pairs or dict, optional
+            Which labels correspond, when the views' vocabularies differ: (label of a, label of b) pairs or a
+            dict label of a -> label(s) of b, for the first two views; or such tables keyed by pairs of views.
+            Without one, equal labels correspond.
+        noise : float in (0, 1)
+            :math:`\varepsilon`, the probability that a labelled row's label does not correspond to its
+            partner's. (K - 1)/K makes equal labels uninformative.
+
+        Examples
+        --------
+        >>> X = np.zeros((3, 2))
+        >>> problem = AlignmentProblem({"a": X, "b": X}).with_label_prior(
+        ...     {"a": ["T", None, "B"], "b": ["B", "T", "T"]}, noise=0.1)
+        >>> np.round(problem.label_cost("a", "b"), 2).tolist()   # -log(2 * 0.9) = -0.59, -log(2 * 0.1) = 1.61
+        [[1.61, -0.59, -0.59], [0.0, 0.0, 0.0], [-0.59, 1.61, 1.61]]
+        """
+        names = list(self.views.names)
+        labels = self.labels if labels is None else labels
+        if not isinstance(labels, Mapping):
+            raise InputTypeError(f"labels must be a dict view -> 1-D array, got {type(labels).__name__}")
+        if not labels:
+            raise ValueError("with_label_prior needs labels: this problem has none; pass labels={view: array}")
+        tables = {}
+        if table is not None:
+            per_pair = isinstance(table, Mapping) and table and all(  # keyed by (view, view): a view is named
+                isinstance(k, tuple) and len(k) == 2 and any(v in names for v in k) for k in table)
+            if per_pair:
+                tables = dict(table)
+            elif len(names) == 2:
+                tables = {(names[0], names[1]): table}
+            else:
+                raise ValueError(f"with {len(names)} views, key the label table by pairs of views, e.g. "
+                                 f"{{({names[0]!r}, {names[1]!r}): pairs}}")
+        prior = LabelPrior(labels, noise, tables)
+        prior.check(self.views)
+        prior.check_overlap(names)
+        return self.replace(label_prior=prior)
+
+    def label_cost(self, a, b, rows_a=None, rows_b=None) -> np.ndarray | None:
+        r"""The label prior's cost :math:`-\log(K\, p)` between rows of views a and b (nats), or None when it
+        carries no information between them (no label prior, or every entry 0).
+
+        ``rows_a``, ``rows_b`` (default every row) select the rows; the cost is computed in the problem's view
+        order and transposed when a comes after b, so both orders give the same prior. Dense
+        (len(rows_a), len(rows_b)): its consumers' costs are dense matrices.
+        """
+        if self.label_prior is None:
+            return None
+        a, b = self.views.name_of(a), self.views.name_of(b)
+        if self.views.names.index(a) > self.views.names.index(b):
+            cost = self.label_cost(b, a, rows_b, rows_a)
+            return None if cost is None else cost.T
+        n = self.views.n_samples
+        codes_a, codes_b, table = self.label_prior.label_costs(a, b, n[a], n[b])
+        codes_a = codes_a if rows_a is None else codes_a[np.asarray(rows_a, np.int64)]
+        codes_b = codes_b if rows_b is None else codes_b[np.asarray(rows_b, np.int64)]
+        cost = table[codes_a][:, codes_b]  # code -1: the last row / column, all 0
+        return cost if np.any(cost) else None
+
     def replace(self, **changes) -> AlignmentProblem:
-        """A copy with some of views / anchors / truth / labels / name replaced."""
+        """A copy with some of views / anchors / truth / labels / name / label_prior replaced."""
         kwargs = dict(views=self.views, anchors=list(self.anchors.values()),
-                      truth=list(self.truth.values()), labels=self.labels, name=self.name)
+                      truth=list(self.truth.values()), labels=self.labels, name=self.name,
+                      label_prior=self.label_prior)
         kwargs.update(changes)
         return AlignmentProblem(**kwargs)
 
@@ -336,5 +422,6 @@ class AlignmentProblem:
         labels = dict(self.labels)
         if view in labels:
             labels[view] = labels[view][order]
+        prior = None if self.label_prior is None else self.label_prior.reindexed(view, order)
         return AlignmentProblem(views, remap(self.anchors.values()), remap(self.truth.values()),
-                                labels, self.name)
+                                labels, self.name, prior)

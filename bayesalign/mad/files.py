@@ -1,7 +1,7 @@
 """Save and load a fitted MAD or MADEnsemble: one ``.npz`` file of plain arrays plus JSON metadata, no pickle.
 
 The file holds what :meth:`bayesalign.MAD.align` and the streaming matcher need: the problem it
-was fitted on (views, anchors, truth, labels), the training groups, the posteriors of the rows
+was fitted on (views, anchors, truth, labels, label prior), the training groups, the posteriors of the rows
 being aligned, the shared dimensions, the discovered pairs, and the collapsed MRD itself (its own
 model file, :func:`bayesalign.gp.model_file.save_model`, stored as bytes). Loading reads arrays with
 ``allow_pickle=False`` and builds objects from a fixed list of types, so a file cannot make the
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._utils import atomic_write
-from ..data import AlignmentProblem, Correspondence, LatentEmbedding, Views
+from ..data import AlignmentProblem, Correspondence, LabelPrior, LatentEmbedding, Views
 from ..gp.model_file import load_model, save_model
 from .ensemble import SCALINGS, MADEnsemble
 from .estimator import MAD
@@ -141,6 +141,9 @@ def save(model, path) -> None:
         "plain": {key: _jsonable(getattr(model, key, None)) for key in _PLAIN},
         "embedding_shared_dims": np.asarray(model.embedding_.shared_dims).tolist(),
     }
+    if problem.label_prior is not None:  # the partner hints the matcher uses
+        prior_arrays, meta["label_prior"] = problem.label_prior.to_arrays()
+        arrays.update({f"label_prior/{key}": value for key, value in prior_arrays.items()})
     arrays["meta"] = np.array(json.dumps(meta))
     with atomic_write(Path(path), "wb") as handle:
         np.savez(handle, **arrays)
@@ -210,6 +213,9 @@ def _read(arrays, meta, device):
                                anchors=_read_correspondences("anchors", meta["anchors"], arrays),
                                truth=_read_correspondences("truth", meta["truth"], arrays),
                                labels=labels or None, name=meta["problem_name"])
+    if meta.get("label_prior") is not None:
+        prior = {key[len("label_prior/"):]: value for key, value in arrays.items() if key.startswith("label_prior/")}
+        problem = problem.replace(label_prior=LabelPrior.from_arrays(prior, meta["label_prior"]))
     params = _params(meta)
     kernel = params.get("kernel", "rbf")
     if not isinstance(kernel, str):

@@ -6,7 +6,9 @@ diag S) in the coordinates the cost compares. :class:`PosteriorAligner` turns th
 Sinkhorn match probabilities at a temperature fitted on the anchors (:mod:`bayesalign.mad.calibration`) and an
 :class:`~bayesalign.data.Alignment` with any matcher of :func:`bayesalign.matching.match`. An estimator provides two
 methods, ``posteriors(a, b, cost)`` and ``anchor_pool(a, b, cost)``, and the attributes ``problem_``, ``cost``,
-``temperature``, ``seed`` and ``progress``.
+``temperature``, ``seed`` and ``progress``. A label prior on the problem
+(:meth:`~bayesalign.AlignmentProblem.with_label_prior`) multiplies the match probabilities exp(-C / T) by the prior
+over partners: the cost of a pair is C + T c, c the prior's :meth:`~bayesalign.AlignmentProblem.label_cost` (dense).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sklearn.exceptions import NotFittedError
 from ..data import Alignment, Correspondence, LatentEmbedding
 from ..matching import COSTS, match, posterior_marginals, posterior_temperature, sinkhorn_log_marginals
 from ..matching.costs import cost_source
-from ..matching.matcher import SPARSE_ABOVE, _cost_matrix
+from ..matching.matcher import SPARSE_ABOVE, _cost_matrix, sinkhorn_probabilities
 from .calibration import check_temperature, fit_temperature
 
 __all__ = ["AnchorPool", "MatchPosteriors", "PosteriorAligner", "anchor_foscttm"]
@@ -128,13 +130,28 @@ class PosteriorAligner:
             return fitted, None
         return fitted, saved[2]
 
-    def cost_matrix(self, a=None, b=None, cost: str | None = None):
+    def _label_cost(self, p: MatchPosteriors):
+        """The label prior's cost [n_a, n_b] between the rows to match of ``p``, or None (no prior, no information)."""
+        prior = self.problem_.label_cost(*p.views, p.rows_a, p.rows_b)
+        if prior is not None and p.rows_a.size * p.rows_b.size > SPARSE_ABOVE:
+            raise ValueError(f"a label prior needs the dense cost of {p.rows_a.size} x {p.rows_b.size} pairs, above "
+                             f"SPARSE_ABOVE = {SPARSE_ABOVE}")
+        return prior
+
+    def cost_matrix(self, a=None, b=None, cost: str | None = None, temperature: float | None = None):
         """(rows_a, rows_b, C): the cost [n_a, n_b] between the rows still to match of a and b (dense: the
-        assignment needs every entry; the sparse path of :meth:`align` uses kNN candidates instead)."""
+        assignment needs every entry; the sparse path of :meth:`align` uses kNN candidates instead). With a label
+        prior, C + T c with c its cost and T the ``temperature`` of :meth:`match_probabilities`."""
         a, b = self._pair(a, b)
         cost = self._cost(cost)
         p = self.posteriors(a, b, cost)
-        return p.rows_a, p.rows_b, _cost_matrix(cost, p.mean_a, p.var_a, p.mean_b, p.var_b)
+        C = _cost_matrix(cost, p.mean_a, p.var_a, p.mean_b, p.var_b)  # [n_a, n_b]
+        prior = self._label_cost(p)
+        if prior is not None:
+            temperature = self._temperature(a, b, cost, temperature)
+            T = float(temperature) if temperature is not None else posterior_temperature(cost, p.var_a, p.var_b)
+            C = C + T * prior
+        return p.rows_a, p.rows_b, C
 
     def _matching_inputs(self, a, b, cost, cost_limit, temperature):
         a, b = self._pair(a, b)
@@ -152,9 +169,14 @@ class PosteriorAligner:
         P[i, j] approximates the probability that rows ``rows_a[i]`` of a and ``rows_b[j]`` of b are the same point;
         rows and columns sum to at most 1 (the rest: no match, the dustbin with ``cost_limit`` or the surplus of
         the larger view). P is dense up to ``SPARSE_ABOVE`` pairs, above it a CSR matrix of the pairs that carry
-        probability (:func:`~bayesalign.matching.posterior_marginals`; the cost matrix is never formed).
+        probability (:func:`~bayesalign.matching.posterior_marginals`; the cost matrix is never formed). With a
+        label prior, the marginals of exp(-C / T) times the prior (:meth:`cost_matrix`).
         """
         cost, p, T, warm = self._matching_inputs(a, b, cost, cost_limit, temperature)
+        prior = self._label_cost(p)
+        if prior is not None:
+            C = _cost_matrix(cost, p.mean_a, p.var_a, p.mean_b, p.var_b) + T * prior  # [n_a, n_b]
+            return p.rows_a, p.rows_b, sinkhorn_probabilities(C, T, cost_limit, p.mean_a, p.mean_b)
         P = posterior_marginals(cost, p.mean_a, p.var_a, p.mean_b, p.var_b, T, cost_limit, warm_start=warm)
         return p.rows_a, p.rows_b, (P.toarray() if p.rows_a.size * p.rows_b.size <= SPARSE_ABOVE else P)
 
@@ -165,6 +187,9 @@ class PosteriorAligner:
         ``L[i]`` discounts a row of b near many rows of a (a hub; Radovanovic et al. 2010). Dense by nature."""
         cost, p, T, warm = self._matching_inputs(a, b, cost, cost_limit, temperature)
         C = _cost_matrix(cost, p.mean_a, p.var_a, p.mean_b, p.var_b)  # [n_a, n_b]
+        prior = self._label_cost(p)
+        if prior is not None:
+            C, warm = C + T * prior, None
         return p.rows_a, p.rows_b, sinkhorn_log_marginals(C, T, cost_limit, p.mean_a, p.mean_b, warm_start=warm)
 
     def align(self, a=None, b=None, matcher: str = "hungarian", cost: str | None = None, cost_limit=None,
@@ -192,6 +217,7 @@ class PosteriorAligner:
             Seed of perturb-and-MAP (default ``seed``).
         include_discovered : bool
             Also report the pairs the fit found itself (bootstrap, self-training), which are anchors of it now.
+            With a label prior on the problem the costs are C + T c (:meth:`cost_matrix`), on the dense path.
         sparse, n_neighbors
             The large-N path on kNN candidate pairs (default: above ``SPARSE_ABOVE`` pairs).
 
@@ -216,7 +242,7 @@ class PosteriorAligner:
                    temperature=temperature, dims=dims, rows_a=p.rows_a, rows_b=p.rows_b, sparse=sparse,
                    n_neighbors=n_neighbors, order=order, n_samples=n_samples,
                    seed=self.seed if seed is None else seed, method=f"mad-{matcher}-{cost}",
-                   warm_start=warm)
+                   warm_start=warm, prior_cost=self._label_cost(p))
         info = {**p.info, **al.info}
         if fitted is not None:
             info["temperature_from"] = f"fitted on {fitted['pairs']} anchor pairs"

@@ -84,7 +84,7 @@ def posterior_temperature(cost: str, var_a, var_b) -> float:
 def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None, *, matcher: str = "hungarian",
           cost: str = "mean", cost_limit=None, temperature: float | None = None, dims=None, rows_a=None,
           rows_b=None, sparse: bool | None = None, n_neighbors: int = 10, order=None, n_samples: int = 100,
-          seed=None, method: str = "", warm_start=None) -> Alignment:
+          seed=None, method: str = "", warm_start=None, prior_cost=None) -> Alignment:
     """Match the not-anchored rows of views a and b in an embedding, with per-pair probabilities.
 
     Costs (``cost``): ``"mean"``, the squared Euclidean distance between the coordinates (MAD's
@@ -135,6 +135,10 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         :func:`~bayesalign.matching.posterior_marginals`, slack or dustbins included): the probabilities'
         Sinkhorn starts from them instead of from the cost spread (the same marginals, fewer sweeps).
         Not used by ``"perturb"``.
+    prior_cost : array (len(rows_a), len(rows_b)), optional
+        Minus the log of a prior over pairs (nats, e.g. :meth:`~bayesalign.AlignmentProblem.label_cost`): the
+        costs become C + T prior_cost, so that exp(-cost / T) is exp(-C / T) times the prior and the
+        probabilities and matchings are those of the posterior. Dense path only.
 
     Returns
     -------
@@ -187,6 +191,13 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         T, info["temperature_from"] = nearest_cost_temperature(ma, mb), "median nearest cost"
     if sparse is None:
         sparse = rows_a.size * rows_b.size > SPARSE_ABOVE
+    if prior_cost is not None:
+        prior_cost = np.asarray(prior_cost, np.float64)
+        if prior_cost.shape != (rows_a.size, rows_b.size):
+            raise ValueError(f"prior_cost must have shape ({rows_a.size}, {rows_b.size}) (the rows to match), got "
+                             f"{prior_cost.shape}")
+        if sparse:
+            raise ValueError("a prior over pairs (prior_cost) needs the dense path (sparse=False)")
     posteriors = (ma, va, mb, vb)
     raised = 0
     while True:
@@ -196,7 +207,7 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
                                                  info, warm_start)
         else:
             ia, ib, costs, probs = _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed,
-                                                info, warm_start)
+                                                info, warm_start, prior_cost)
         if bayesian or temperature is not None or info.get("sinkhorn_error", 0.0) <= SINKHORN_TOLERANCE:
             break
         if raised == 40:
@@ -229,10 +240,13 @@ def _candidate_pairs(ma, mb, k, shape, cost_limit):
     return ei, ej, k
 
 
-def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed, info, warm_start=None):
-    """Local pairs (ia, ib), their costs and probabilities, on the dense (n_a, n_b) cost."""
+def _match_dense(matcher, cost, posteriors, T, cost_limit, order, n_samples, seed, info, warm_start=None,
+                 prior_cost=None):
+    """Local pairs (ia, ib), their costs and probabilities, on the dense (n_a, n_b) cost (plus T prior_cost)."""
     ma, va, mb, vb = posteriors
     C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
+    if prior_cost is not None:
+        C = C + T * prior_cost
     hard = None
     if matcher == "hungarian":
         hard = linear_assignment(C, cost_limit=cost_limit)

@@ -68,7 +68,7 @@ def barycentric_projection(coupling, target) -> np.ndarray:
 
 
 def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, marginals: str = "balanced",
-                   n_outer: int = 100, n_inner: int = 100, tol: float = 1e-7, G0=None):
+                   n_outer: int = 100, n_inner: int = 100, tol: float = 1e-7, G0=None, prior_cost=None):
     r"""One entropic (fused) Gromov-Wasserstein coupling through POT: ``(T, loss, converged)``.
 
     Minimises :math:`(1 - \alpha)\langle M, T\rangle + \alpha \sum_{ijkl} (A_{ik} - B_{jl})^2 T_{ij} T_{kl}
@@ -76,8 +76,9 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
     unused) by POT's projected mirror descent, each step a Sinkhorn projection. ``marginals="balanced"``:
     :math:`T 1 = 1/n_a`, :math:`T' 1 = 1/n_b`; ``"semi-relaxed"`` keeps only the first (Vincent-Cuaz et al.
     2022): view b's populations may be weighted as the structure fits, for views whose populations differ.
-    ``loss`` is POT's objective value without the entropy; ``converged`` says whether the coupling changed
-    by less than ``tol`` (Frobenius norm, POT checks every 10 steps) within ``n_outer`` steps.
+    ``loss`` is POT's objective value without the entropy (with ``prior_cost``, its term included);
+    ``converged`` says whether the coupling changed by less than ``tol`` (Frobenius norm, POT checks every
+    10 steps) within ``n_outer`` steps.
     Dense: ``A`` (n_a, n_a), ``B`` (n_b, n_b) and T (n_a, n_b).
 
     Parameters
@@ -97,9 +98,26 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
     tol : float
     G0 : array (n_a, n_b), optional
         Starting coupling (default the independent one).
+    prior_cost : array (n_a, n_b), optional
+        Minus the log of a prior over pairs, c (nats; :meth:`~bayesalign.AlignmentProblem.label_cost`). The
+        objective gains :math:`\epsilon \langle c, T\rangle`, which multiplies the Gibbs kernel
+        :math:`\exp(-G / \epsilon)` of every step by the prior :math:`\exp(-c)`: M becomes
+        :math:`M + \epsilon c / (1 - \alpha)`; without M (or with alpha = 1) the problem is the fused GW
+        :math:`\tfrac12 \langle \epsilon c, T\rangle + \tfrac12 GW - \tfrac\epsilon2 H(T)`, half the GW objective
+        with the prior's term.
     """
     if marginals not in MARGINALS:
         raise ValueError(f"marginals must be one of {MARGINALS}, got {marginals!r}")
+    loss_scale, given_epsilon = 1.0, epsilon
+    if prior_cost is not None:
+        prior_cost = np.asarray(prior_cost, np.float64)
+        if prior_cost.shape != (A.shape[0], B.shape[0]) or not np.all(np.isfinite(prior_cost)):
+            raise ValueError(f"prior_cost must be a finite ({A.shape[0]}, {B.shape[0]}) array, got shape "
+                             f"{prior_cost.shape}")
+        if M is None or float(alpha) >= 1.0:
+            M, alpha, epsilon, loss_scale = float(epsilon) * prior_cost, 0.5, float(epsilon) / 2.0, 2.0
+        else:
+            M = np.asarray(M, np.float64) + float(epsilon) / (1.0 - float(alpha)) * prior_cost
     n_a, n_b = A.shape[0], B.shape[0]
     p, q = np.full(n_a, 1.0 / n_a), np.full(n_b, 1.0 / n_b)
     common = dict(epsilon=float(epsilon), G0=G0, max_iter=int(n_outer), tol=float(tol), log=True)
@@ -118,9 +136,10 @@ def solve_coupling(A, B, *, M=None, alpha: float = 0.5, epsilon: float = 5e-3, m
             T, log = ot.gromov.entropic_semirelaxed_fused_gromov_wasserstein(M, A, B, p, alpha=float(alpha), **common)
     T = np.asarray(T, np.float64)
     if not np.all(np.isfinite(T)) or abs(T.sum() - 1.0) > 1e-3:
-        raise FloatingPointError(f"the Gromov-Wasserstein coupling is not a transport plan at epsilon={epsilon} "
+        raise FloatingPointError(f"the Gromov-Wasserstein coupling is not a transport plan at epsilon={given_epsilon} "
                                  "(Sinkhorn underflowed); raise epsilon")
-    loss = float(log.get("fgw_dist", log.get("gw_dist", log.get("srfgw_dist", log.get("srgw_dist", np.nan)))))
+    loss = loss_scale * float(log.get("fgw_dist", log.get("gw_dist", log.get("srfgw_dist",
+                                                                             log.get("srgw_dist", np.nan)))))
     errors = log.get("err", [])
     converged = bool(errors) and float(errors[-1]) <= tol
     return T / T.sum(), loss, converged
@@ -186,6 +205,10 @@ class TransportAlignment(BaseEstimator):
         with the chosen one's beyond it; a ``RuntimeWarning`` says which.
     ``converged_`` : bool
         Whether the chosen setting's mirror descent converged (a ``RuntimeWarning`` when not).
+
+    A label prior on the problem (:meth:`~bayesalign.AlignmentProblem.with_label_prior`) enters every coupling
+    through :func:`solve_coupling`'s ``prior_cost``: each step's Gibbs kernel is multiplied by the prior over
+    partners.
     """
 
     def fit(self, problem):
@@ -201,6 +224,7 @@ class TransportAlignment(BaseEstimator):
         views = problem.views.standardised()
         self._structures = {}
         self._views, self._names = (views[a], views[b]), (a, b)
+        self._label_cost = problem.label_cost(a, b)  # [n_a, n_b] or None
         settings = self._grid(min(X.shape[0] for X in self._views) - 1)
         scores, couplings = self._evaluate(problem, settings)
         if not np.isfinite(scores).any():
@@ -236,7 +260,7 @@ class TransportAlignment(BaseEstimator):
         self.embedding_ = LatentEmbedding({a: barycentric_projection(self.coupling_, Xb), b: np.array(Xb)},
                                           method=type(self).__name__, info={"setting": self.setting_})
         self.view_names_ = (a, b)
-        del self._structures, self._views, self._names
+        del self._structures, self._views, self._names, self._label_cost
         return self
 
     def match_probabilities(self, a=None, b=None) -> np.ndarray:
@@ -266,7 +290,7 @@ class TransportAlignment(BaseEstimator):
         """``(T, loss, converged)`` of one setting (its ``n_neighbors``, ``epsilon``, ``alpha``)."""
         A, B = self._structure(int(setting["n_neighbors"]))
         return solve_coupling(A, B, M=M, alpha=setting.get("alpha", 0.5), epsilon=setting["epsilon"],
-                              marginals=self.marginals, n_outer=self.n_outer)
+                              marginals=self.marginals, n_outer=self.n_outer, prior_cost=self._label_cost)
 
     def _grid(self, max_neighbors: int) -> list[dict]:  # pragma: no cover - abstract
         """The settings to choose from (``n_neighbors`` at most ``max_neighbors``)."""

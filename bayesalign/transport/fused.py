@@ -46,6 +46,8 @@ class FusedGromovWassersteinAlignment(TransportAlignment):
     standardised (:func:`~bayesalign.transport.anchor_profiles`, :func:`~bayesalign.transport.profile_cost`).
     With ``pin_anchors`` the anchors' coupling entries are pinned (:func:`pinned_cost`). ``marginals=
     "semi-relaxed"`` leaves view b's marginal free (the semi-relaxed fused GW of Vincent-Cuaz et al. 2022).
+    A label prior on the problem (:meth:`~bayesalign.AlignmentProblem.with_label_prior`) is added to M
+    (:func:`~bayesalign.transport.solve_coupling`, ``prior_cost``).
 
     Settings (every combination of ``n_neighbors``, ``epsilon``, ``alpha``) are chosen by cross-fitting:
     the anchors are split into ``n_folds`` folds (seeded); each fold in turn is held out, the coupling

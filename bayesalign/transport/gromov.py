@@ -92,7 +92,9 @@ class GromovWassersteinAlignment(TransportAlignment):
     The coupling minimises :math:`\sum_{ijkl} (A_{ik} - B_{jl})^2 T_{ij} T_{kl} - \epsilon H(T)`
     (Peyre, Cuturi & Solomon 2016) with uniform marginals, or, with ``marginals="semi-relaxed"``, with
     view b's marginal free (Vincent-Cuaz et al. 2022), for views whose populations differ. No anchor
-    enters the transport: GW needs none.
+    enters the transport: GW needs none. A label prior on the problem
+    (:meth:`~bayesalign.AlignmentProblem.with_label_prior`) makes it a fused GW whose feature cost is the
+    prior's (:func:`~bayesalign.transport.solve_coupling`, ``prior_cost``).
 
     Settings (every combination of ``n_neighbors`` and ``epsilon``) are chosen without the truth:
 
