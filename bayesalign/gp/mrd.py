@@ -196,7 +196,7 @@ class MRD(LatentGPBase):
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, kernel="rbf", init="pca",
                  init_variance: float = 0.1, snr: float = 100.0, warmup_iters: int = 100,
-                 optimizer: str = "lbfgs", max_iter: int = 1000, tol: float = TOL, learning_rate: float = 0.01,
+                 optimizer: str = "lbfgs", max_iter: int = 2000, tol: float = TOL, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
                  dtype=torch.float64, progress: bool = True, n_restarts: int = 1,
                  lbfgs_memory: int = 30, precondition_after: int | None = 200):

@@ -118,7 +118,8 @@ class MAD(PosteriorAligner, BaseEstimator):
     relevance_, resolution_ : dict view -> array (Q,)
     shared_dims_ : dict (a, b) -> int array
     converged_ : bool
-        Whether the kept fit reached its stopping rule (a ConvergenceWarning when not).
+        Whether the kept fit reached its stopping rule (its bound rose by less than the engine's ``tol``, relative,
+        over its last 50 evaluations, before ``max_iter``); a ConvergenceWarning when not.
     calibration_ : dict (a, b, cost) -> dict
         The fitted temperatures and their evidence (:func:`bayesalign.mad.calibration.fit_temperature`).
     discovered_, bootstrap_, self_training_history_, correspondence_history_, starts_, start_, timings_

@@ -40,7 +40,7 @@ STARTS = ("joint_laplacian", "pca", "cca")
 #: Inducing inputs each start races with (the kept one then grows to ``num_inducing``).
 START_INDUCING = 30
 #: Fraction of the budget (MRD's ``max_iter``) each start gets in the race.
-RACE_FRACTION = 0.15
+RACE_FRACTION = 0.075
 #: Fraction of the budget a correspondence round gets (the fitted model going on under its new prior).
 ROUND_FRACTION = 0.3
 #: Neighbours of each row in its view's kNN graph (the graph prior, the joint-Laplacian start).
