@@ -85,3 +85,45 @@ def test_too_few_anchors_are_reported_as_uncalibrated():
     al = run_method("joint-laplacian", problem).alignments[("a", "b")]
     assert not al.info["calibration"]["calibrated"]
     assert "uncalibrated" in al.info["probability"]
+
+
+@pytest.mark.parametrize("guess", ["sharpest", "softest"])
+def test_the_window_widens_to_the_grid_minimum_from_a_far_guess(monkeypatch, guess):
+    # the Sinkhorn window starts at the row-softmax guess; forced to an end of the grid, the widening must still
+    # reach the minimum over every scale (brute force)
+    problem = _noise_beside_real("noise")
+    rng = np.random.default_rng(2)
+    X = problem.views["real"]
+    problem = problem.replace(views=ba.Views({"real": X, "other": X[:, :6] @ rng.normal(size=(6, 6))
+                                              + 0.5 * rng.normal(size=(40, 6))}))
+
+    def fit(p):
+        return ba.spectral.CCAAlignment(n_components=3).fit(p).embedding_
+
+    objectives = []
+    for s in SCALES:
+        monkeypatch.setattr(calibration, "SCALES", np.array([s]))
+        objectives.append(cross_fitted_temperature(fit, problem, "real", "other")["objective"])
+    monkeypatch.setattr(calibration, "SCALES", SCALES)
+    at = 0 if guess == "sharpest" else SCALES.size - 1
+    monkeypatch.setattr(calibration, "_row_softmax_objective",
+                        lambda folds: np.where(np.arange(SCALES.size) == at, 0.0, 1.0))
+    found = cross_fitted_temperature(fit, problem, "real", "other")
+    assert 2 < int(np.argmin(objectives)) < SCALES.size - 3  # the guess is far from the minimum
+    assert found["scale"] == SCALES[int(np.argmin(objectives))]
+    # a start from a sharper scale stops elsewhere inside Sinkhorn's tolerance: each held-out pair's log marginal
+    # within about CALIBRATION_TOL (its columns' largest relative error; the rows are exact)
+    assert abs(found["objective"] - min(objectives)) <= found["pairs"] * calibration.CALIBRATION_TOL
+
+
+def test_the_row_softmax_guess_is_its_brute_force():
+    # the guess's objective against log softmax written out per pair
+    rng = np.random.default_rng(4)
+    C = rng.uniform(0.0, 3.0, size=(7, 9))
+    fold = {"C": C, "T0": 0.5, "ia": np.array([0, 3, 5]), "ib": np.array([2, 2, 8])}
+    expected = []
+    for s in SCALES:
+        T = s * 0.5
+        expected.append(-sum(-C[i, t] / T - np.log(np.exp(-C[i] / T).sum()) for i, t in zip(fold["ia"], fold["ib"])))
+    # 1e-9 relative: logsumexp against the plain sum of exponentials (no underflow at these costs)
+    np.testing.assert_allclose(calibration._row_softmax_objective([fold, fold]), 2 * np.array(expected), rtol=1e-9)
