@@ -123,3 +123,30 @@ def test_a_parallel_comparison_leaks_no_semaphore(tmp_path):
     _, err = _finish(proc, timeout=300.0)
     assert proc.returncode == 0, err
     assert "leaked semaphore" not in err and "Traceback" not in err, err
+
+
+# Ctrl-C while the command line starts ---------------------------------------------------------------------------
+@pytest.mark.parametrize("after", ["numpy.version", "bayesalign.cli_checks", "bayesalign.io"])
+def test_ctrl_c_while_the_command_starts_exits_130_and_writes_nothing(tmp_path, after):
+    # -X importtime names each module as its import ends: the interrupt lands while numpy's import is under way
+    # (import bayesalign), as the command's module loads, or while main() loads the file readers
+    rng = np.random.default_rng(0)
+    for name in ("a.csv", "b.csv"):
+        np.savetxt(tmp_path / name, rng.normal(size=(20, 3)), delimiter=",")
+    (tmp_path / "pairs.csv").write_text("".join(f"{i},{i}\n" for i in range(0, 20, 2)))
+    proc = _start([sys.executable, "-X", "importtime", "-m", "bayesalign.cli", "align", "a.csv", "b.csv", "--anchors",
+                   "pairs.csv", "--out", "m.csv"], tmp_path)
+    for line in proc.stderr:
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == after:
+            break
+    else:
+        pytest.fail(f"the command ended before it imported {after}")
+    os.kill(proc.pid, signal.SIGINT)
+    started = time.monotonic()
+    _, err = _finish(proc)
+    said = [line for line in err.splitlines() if not line.startswith("import time:")]
+    assert proc.returncode == 130, said
+    assert time.monotonic() - started < 10.0
+    assert said == ["bayesalign: interrupted; no output written"] or \
+        said == ["bayesalign align: interrupted; no output written"], said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv", "pairs.csv"]
