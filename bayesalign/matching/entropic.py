@@ -360,15 +360,16 @@ class _SparseSinkhorn:
         in exact arithmetic, at two sparse products a sweep instead of two segmented log-sum-exps; where a row's or
         column's kernel entries all underflow (a scaling would be infinite) the stage goes on in the log domain.
         """
+        given = f is not None
         if f is None:  # f_i = min_j C_ij: every kernel entry at most 1, each row's largest exactly 1
             f = np.full(self.a.size, np.inf)
             np.minimum.at(f, self.ei, self.cost)
             f = np.where(np.isfinite(f), f, 0.0)
         f = np.array(f, np.float64)
         g = np.zeros(self.b.size) if g is None else np.array(g, np.float64)
-        if self.ei.size:  # a row whose largest kernel entry exp((f_i + g_j - C_ij) / T) would pass the absorption
-            # bound (potentials of fewer candidates, or of a hotter stage) starts with f_i lowered until it is 1:
-            # no overflow, and the same fixed point (the row scaling u_i takes any shift of f_i)
+        if given and self.ei.size:  # a row whose largest kernel entry exp((f_i + g_j - C_ij) / T) would pass the
+            # absorption bound (potentials of fewer candidates, or of a hotter stage) starts with f_i lowered until
+            # it is 1: no overflow, and the same fixed point (the row scaling u_i takes any shift of f_i)
             top = np.zeros(self.a.size)
             top[self.by_row.present] = np.maximum.reduceat(
                 ((f[self.ei] + g[self.ej] - self.cost) / temp)[self.by_row.order], self.by_row.starts)
