@@ -55,8 +55,8 @@ def test_a_view_with_signal_is_calibrated_without_warning():
     assert abs(float(np.mean(al.probabilities)) - accuracy) <= 0.15
 
 
-def test_the_walk_down_the_scales_finds_the_grid_minimum(monkeypatch):
-    # the early-stopped walk against the objective on every scale of the grid (brute force)
+def test_the_search_over_the_scales_finds_the_grid_minimum(monkeypatch):
+    # the windowed search against the objective on every scale of the grid (brute force)
     problem = _noise_beside_real("noise")
     rng = np.random.default_rng(2)
     X = problem.views["real"]
@@ -127,3 +127,23 @@ def test_the_row_softmax_guess_is_its_brute_force():
         expected.append(-sum(-C[i, t] / T - np.log(np.exp(-C[i] / T).sum()) for i, t in zip(fold["ia"], fold["ib"])))
     # 1e-9 relative: logsumexp against the plain sum of exponentials (no underflow at these costs)
     np.testing.assert_allclose(calibration._row_softmax_objective([fold, fold]), 2 * np.array(expected), rtol=1e-9)
+
+
+def test_a_sampled_pool_fits_the_scale_of_the_whole_pool(monkeypatch):
+    # the folds' Sinkhorn solves over a sample of the rows to match (MAX_CALIBRATION_PAIRS) against the whole pool
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(240, 4))
+    Q = np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    problem = ba.AlignmentProblem.paired({"a": X, "b": X @ Q + 0.6 * rng.normal(size=(240, 4))}).split_anchors(
+        40, seed=0)
+
+    def fit(p):
+        return ba.spectral.CCAAlignment(n_components=4).fit(p).embedding_
+
+    whole = cross_fitted_temperature(fit, problem, "a", "b")
+    monkeypatch.setattr(calibration, "MAX_CALIBRATION_PAIRS", 80 ** 2)
+    sampled = cross_fitted_temperature(fit, problem, "a", "b")
+    assert not whole["subsampled"] and sampled["subsampled"]
+    assert whole["signal"] and sampled["signal"]
+    # one step of the grid (a factor 2): a third of the rivals changes the objective's curvature, not its place
+    assert abs(np.log2(sampled["scale"] / whole["scale"])) <= 1

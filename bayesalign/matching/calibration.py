@@ -13,9 +13,9 @@ over its held-out rows and a seeded sample of the others, which approximates the
 
 .. math:: s^\\ast = \\arg\\min_s \\; -\\sum_f \\sum_{(i,t)\\,\\in\\,\\text{fold } f} \\log P^{(f)}_{s T_0^{(f)}}[i, t]
 
-over a grid of ``s`` in powers of two (``SCALES``). Sinkhorn solves on a fold's whole pool cost what the
-search costs, so they run only on a window of five scales around the minimum of the row-softmax objective (the
-held-out rows of a against the pool of b, without the column constraint: held-out rows only, cheap), widened
+over a grid of ``s`` in powers of two (``SCALES``). Each Sinkhorn solve covers a fold's whole pool, so solves
+run only on a window of five scales around the minimum of the row-softmax objective (the held-out rows of a
+against the pool of b, without the column constraint: held-out rows only, cheap), widened
 until the minimum has two evaluated scales on either side or an end of the grid; each solve starts from the
 potentials of the nearest scale solved. As ``s`` grows the marginals tend to chance (every pair
 1 / n of the larger pool), so ``evidence`` = 2 (objective at chance - objective at s*) is the likelihood-ratio
