@@ -304,8 +304,9 @@ def _ctrl_c_held():
     at the end. A terminal's Ctrl-C reaches the whole process group: a worker that gets it while it imports prints a
     traceback, and one raised inside joblib's start leaves its pool half made (an error instead of the interrupt).
     The processes and threads started here inherit the blocked signal (signal masks survive fork and exec); this
-    process stops them when it is interrupted. Outside the main thread (no signal handlers there): nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    process stops them when it is interrupted. Outside the main thread (no signal handlers there) or without
+    POSIX signal masks (Windows): nothing."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
     from multiprocessing import resource_tracker
