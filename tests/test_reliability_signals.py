@@ -42,6 +42,9 @@ def test_sparse_sinkhorn_completion_overflows_nothing_and_matches_the_dense_marg
 
 
 # Ctrl-C as a terminal sends it: SIGINT to the command's whole process group -----------------------------------
+posix = pytest.mark.skipif(os.name != "posix", reason="process groups and signal masks are POSIX")
+
+
 def _start(argv, tmp_path):
     """The command in a session of its own (its process group is the one signalled), SIGINT at its default
     disposition (a shell running the tests in the background ignores it, and children inherit that)."""
@@ -116,6 +119,7 @@ def test_ctrl_c_while_the_parallel_workers_start_leaks_nothing(tmp_path):
     assert all(d for d in deaf if d is not None), deaf  # every child: only the command itself takes Ctrl-C
 
 
+@posix
 def test_a_parallel_comparison_leaks_no_semaphore(tmp_path):
     script = ("from bayesalign import compare; compare.run_comparison(datasets=['mad_toy_linear_shared'], "
               "methods=['cca'], fractions=[0.2], seeds=2, quick=True, latent_dim=2, jobs=2)")  # two tasks, two workers
@@ -126,6 +130,7 @@ def test_a_parallel_comparison_leaks_no_semaphore(tmp_path):
 
 
 # Ctrl-C while the command line starts ---------------------------------------------------------------------------
+@posix
 @pytest.mark.parametrize("after", ["numpy.version", "bayesalign.cli_checks", "bayesalign.io"])
 def test_ctrl_c_while_the_command_starts_exits_130_and_writes_nothing(tmp_path, after):
     # -X importtime names each module as its import ends: the interrupt lands while numpy's import is under way
