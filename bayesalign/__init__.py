@@ -1,10 +1,11 @@
 """bayesalign: Bayesian alignment of datasets that describe the same things with different features.
 
-``import bayesalign`` loads only the core types (``Views``, ``Correspondence``, ``AlignmentProblem``,
-``LatentEmbedding``, ``Alignment``; numpy and scipy.sparse). Every other part (the datasets, the
-spectral baselines, the matchers, the metrics, the Bayesian core ``MRD`` / ``MAD`` on torch and
-GPyTorch, the optimal-transport stack) is imported on first use (PEP 562), so that the command
-line and a script that needs one part do not pay for the others.
+``import bayesalign`` loads nothing but this module. Every part (the core types ``Views``,
+``Correspondence``, ``AlignmentProblem``, ``LatentEmbedding``, ``Alignment`` on numpy and scipy.sparse; the
+datasets, the spectral baselines, the matchers, the metrics, the Bayesian core ``MRD`` / ``MAD`` on torch and
+GPyTorch, the optimal-transport stack) is imported on first use (PEP 562), so that the command line and a
+script that needs one part do not pay for the others (and a Ctrl-C while the command line starts meets the
+command's own handling, not an import).
 
 >>> import bayesalign as ba
 >>> problem = ba.datasets.mad_toy("linear_shared", seed=0)
@@ -13,8 +14,6 @@ line and a script that needs one part do not pay for the others.
 """
 
 import importlib
-
-from .data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding, Views
 
 __version__ = "0.1.0"
 
@@ -25,7 +24,8 @@ _LAZY = {"bootstrap": "bayesalign.bootstrap", "compare": "bayesalign.compare", "
          "pipelines": "bayesalign.pipelines", "plot": "bayesalign.plot", "registry": "bayesalign.registry",
          "singlecell": "bayesalign.singlecell", "spectral": "bayesalign.spectral", "transport": "bayesalign.transport",
          "MRD": "bayesalign.gp", "BayesianGPLVM": "bayesalign.gp", "MAD": "bayesalign.mad",
-         "MADEnsemble": "bayesalign.mad"}
+         "MADEnsemble": "bayesalign.mad", "Alignment": "bayesalign.data", "AlignmentProblem": "bayesalign.data",
+         "Correspondence": "bayesalign.data", "LatentEmbedding": "bayesalign.data", "Views": "bayesalign.data"}
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MADEnsemble",
            "MRD", "Views", "__version__", "bootstrap", "compare", "datasets", "gp", "graph", "mad",

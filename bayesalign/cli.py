@@ -33,8 +33,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
+# the standard library only, here: numpy and the package's parts load inside main(), where Ctrl-C is handled
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -207,7 +206,7 @@ def cmd_align(args) -> int:
         calibration = al.info.get("calibration", {})
         note = " (uncalibrated)" if calibration and not calibration["calibrated"] else \
             " (near chance: no signal between the views)" if calibration and not calibration["signal"] else ""
-        conf = f", mean confidence {np.mean(al.probabilities):.3f}{note}" if has_probs else ""
+        conf = f", mean confidence {float(al.probabilities.mean()):.3f}{note}" if has_probs else ""
         _say(f"{a} <-> {b}: {len(al)} matched, {al.unmatched_a.size} of {a} and {al.unmatched_b.size} of {b} "
              f"left unmatched, {len(problem.anchors_between(a, b, implied=True))} anchors kept{conf}")
     _say(f"wrote {args.out}" + (f" and {args.embedding}" if args.embedding else "")
@@ -490,4 +489,9 @@ def _warning_line(command: str):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    try:
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C as this module loaded: raised on entering main(), before its own handling
+        _say("bayesalign: interrupted; no output written")
+        status = EXIT_INTERRUPTED
+    sys.exit(status)

@@ -13,8 +13,11 @@ over its held-out rows and a seeded sample of the others, which approximates the
 
 .. math:: s^\\ast = \\arg\\min_s \\; -\\sum_f \\sum_{(i,t)\\,\\in\\,\\text{fold } f} \\log P^{(f)}_{s T_0^{(f)}}[i, t]
 
-over a grid of ``s`` in powers of two (``SCALES``, walked down from the softest until the objective rises
-twice past its minimum). As ``s`` grows the marginals tend to chance (every pair
+over a grid of ``s`` in powers of two (``SCALES``). Each Sinkhorn solve covers a fold's whole pool, so solves
+run only on a window of five scales around the minimum of the row-softmax objective (the held-out rows of a
+against the pool of b, without the column constraint: held-out rows only, cheap), widened
+until the minimum has two evaluated scales on either side or an end of the grid; each solve starts from the
+potentials of the nearest scale solved. As ``s`` grows the marginals tend to chance (every pair
 1 / n of the larger pool), so ``evidence`` = 2 (objective at chance - objective at s*) is the likelihood-ratio
 statistic of "the held-out anchors are ranked at chance"; below ``MIN_EVIDENCE`` (its 95% point, the null on
 the boundary: half chi2_0 plus half chi2_1, Self & Liang 1987) one view carries no signal about the other.
@@ -26,6 +29,7 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..data import Alignment, AlignmentProblem, Correspondence, LatentEmbedding
 from .costs import mean_distance_cost
@@ -46,8 +50,9 @@ CALIBRATION_TOL = 1e-2
 #: 95% point of the likelihood-ratio statistic of "chance ranking" (half chi2_0 + half chi2_1).
 MIN_EVIDENCE = 2.706
 #: Largest pool n_a * n_b of a fold's Sinkhorn solves (dense, one per scale and fold); above it, the rows to
-#: match of each view are the held-out ones and a seeded sample of the others, sqrt of this many in all.
-MAX_CALIBRATION_PAIRS = 250_000
+#: match of each view are the held-out ones and a seeded sample of the others, sqrt of this many in all (the
+#: fitted scale moves little with the pool's size).
+MAX_CALIBRATION_PAIRS = 90_000
 
 
 def _fold_problem(problem: AlignmentProblem, a: str, b: str, held: Correspondence) -> AlignmentProblem:
@@ -75,6 +80,18 @@ def _pool(rows: np.ndarray, held: np.ndarray, rng: np.random.Generator) -> np.nd
     others = np.setdiff1d(rows, held)
     keep = rng.choice(others, size=max(size - np.intersect1d(rows, held).size, 0), replace=False)
     return np.sort(np.concatenate([keep, np.intersect1d(rows, held)]))
+
+
+def _row_softmax_objective(folds: list) -> np.ndarray:
+    """Per scale of ``SCALES``: -sum over the folds' held-out pairs (i, t) of log softmax_j(-C[i, j] / (s T_0))[t],
+    the rows of b competing for each held-out row of a without Sinkhorn's column constraint."""
+    value = np.zeros(SCALES.size)
+    for f in folds:
+        rows = f["C"][f["ia"]]  # [h, n_b]
+        for k, s in enumerate(SCALES):
+            logits = -rows / (s * f["T0"])
+            value[k] -= float((logits[np.arange(f["ia"].size), f["ib"]] - logsumexp(logits, axis=1)).sum())
+    return value
 
 
 def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding], problem: AlignmentProblem,
@@ -136,31 +153,42 @@ def cross_fitted_temperature(fit: Callable[[AlignmentProblem], LatentEmbedding],
             continue
         ma, mb = embedding.means[a][rows_a][:, dims], embedding.means[b][rows_b][:, dims]  # [n_a, q], [n_b, q]
         C = mean_distance_cost(ma, mb)  # [n_a, n_b]
-        folds.append({"C": C, "T0": T0, "ia": local_a[ok], "ib": local_b[ok], "warm": None})
+        folds.append({"C": C, "T0": T0, "ia": local_a[ok], "ib": local_b[ok], "potentials": {}})
         chance += int(ok.sum()) * float(np.log(max(rows_a.size, rows_b.size)))
     if not folds:
         return {"calibrated": False, "reason": "no held-out anchor pair was left to match"}
     scored = int(sum(f["ia"].size for f in folds))
 
-    def objective_at(s: float) -> float:
-        value = 0.0
+    def objective_at(k: int) -> float:
+        value, T_scale = 0.0, float(SCALES[k])
         for f in folds:
-            info, T = {}, s * f["T0"]
-            sinkhorn_marginals(f["C"], T, None, tol=CALIBRATION_TOL, info=info, warm_start=f["warm"])
-            f["warm"] = info["potentials"]  # the next, sharper solve starts here
+            solved = f["potentials"]  # the solved scale nearest k starts this one
+            warm = solved[min(solved, key=lambda j: abs(j - k))] if solved else None
+            info, T = {}, T_scale * f["T0"]
+            sinkhorn_marginals(f["C"], T, None, tol=CALIBRATION_TOL, info=info, warm_start=warm)
+            f["potentials"][k] = info["potentials"]
             alpha, beta = info["log_potentials"]
             # log P of the true pairs from the potentials (exact where P underflows), at most log 1
             value -= float(np.minimum(alpha[f["ia"]] + beta[f["ib"]] - f["C"][f["ia"], f["ib"]] / T, 0.0).sum())
         return value
 
-    # from the softest scale down (each solve warm-started by the softer one), until the objective has risen
-    # twice in a row past its minimum (it is unimodal in log s but for round-off)
+    # Sinkhorn's objective on a window of scales around the minimum of the row-softmax one (held-out rows only:
+    # a near guess at no cost), widened until its minimum has two evaluated scales on either side (or an end of
+    # the grid): the grid minimum, the objective being unimodal in log s but for round-off
     objective = np.full(SCALES.size, np.inf)
-    rises = 0
-    for k in range(SCALES.size - 1, -1, -1):
-        objective[k] = objective_at(float(SCALES[k]))
-        rises = rises + 1 if objective[k] > objective[k:].min() else 0
-        if rises == 2:
+    start = int(np.argmin(_row_softmax_objective(folds)))
+    lo, hi = max(start - 2, 0), min(start + 2, SCALES.size - 1)
+    for k in range(hi, lo - 1, -1):  # from the softest (the cheapest solve from scratch), each warm-starting the next
+        objective[k] = objective_at(k)
+    while True:
+        best = int(np.argmin(objective))
+        if best - lo < 2 and lo > 0:
+            lo -= 1
+            objective[lo] = objective_at(lo)
+        elif hi - best < 2 and hi < SCALES.size - 1:
+            hi += 1
+            objective[hi] = objective_at(hi)
+        else:
             break
     best = int(np.argmin(objective))
     evidence = max(2.0 * (chance - float(objective[best])), 0.0)

@@ -358,12 +358,20 @@ class _SparseSinkhorn:
         in exact arithmetic, at two sparse products a sweep instead of two segmented log-sum-exps; where a row's or
         column's kernel entries all underflow (a scaling would be infinite) the stage goes on in the log domain.
         """
+        given = f is not None
         if f is None:  # f_i = min_j C_ij: every kernel entry at most 1, each row's largest exactly 1
             f = np.full(self.a.size, np.inf)
             np.minimum.at(f, self.ei, self.cost)
             f = np.where(np.isfinite(f), f, 0.0)
         f = np.array(f, np.float64)
         g = np.zeros(self.b.size) if g is None else np.array(g, np.float64)
+        if given and self.ei.size:  # a row whose largest kernel entry exp((f_i + g_j - C_ij) / T) would pass the
+            # absorption bound (potentials of fewer candidates, or of a hotter stage) starts with f_i lowered until
+            # it is 1: no overflow, and the same fixed point (the row scaling u_i takes any shift of f_i)
+            top = np.zeros(self.a.size)
+            top[self.by_row.present] = np.maximum.reduceat(
+                ((f[self.ei] + g[self.ej] - self.cost) / temp)[self.by_row.order], self.by_row.starts)
+            f -= temp * np.where(top > np.log(_ABSORB_BELOW_ABOVE), top, 0.0)
         K, KT = self._kernels(f, g, temp)
         u, v = np.ones(self.a.size), np.ones(self.b.size)
         sweeps, stuck = 0, False
@@ -426,8 +434,8 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
     for start in range(0, n_a, chunk):
         rows = np.arange(start, min(start + chunk, n_a))
         block = costs.block(rows)  # [r, n_b]
-        with np.errstate(over="ignore"):
-            mass = np.exp((f[rows, None] + g[None, :n_b] - block) / temperature)  # [r, n_b]
+        # a pair's mass, at most 1 (a probability: a larger one is as far out, and the sums stay finite)
+        mass = np.exp(np.minimum((f[rows, None] + g[None, :n_b] - block) / temperature, 0.0))  # [r, n_b]
         lo, hi = ptr[rows[0]], ptr[rows[-1] + 1]
         real = cols[lo:hi] < n_b  # not the slack column
         mass.ravel()[(state.ei[order[lo:hi]][real] - rows[0]) * n_b + cols[lo:hi][real]] = 0.0
