@@ -46,7 +46,7 @@ posix = pytest.mark.skipif(os.name != "posix", reason="process groups and signal
 
 
 def _start(argv, tmp_path):
-    """The command in a session of its own (its process group is the one signalled), SIGINT at its default
+    """The command in a process group of its own (that group is the one signalled), SIGINT at its default
     disposition (a shell running the tests in the background ignores it, and children inherit that)."""
     def deliverable():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
