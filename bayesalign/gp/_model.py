@@ -20,8 +20,9 @@ from sklearn.exceptions import ConvergenceWarning
 from .._utils import as_rng
 from ..data import LatentEmbedding, check_view
 from . import _optim
-from .extend import farthest_points, split_entities
+from .extend import split_entities
 from .fitted import FittedLatentModel
+from .inducing import grown_inducing_inputs
 from .inference import infer_latent
 from .initialisation import (
     StartError,
@@ -301,21 +302,11 @@ class LatentGPBase(FittedLatentModel):
         """The first half of :meth:`grow_inducing`: the new inducing inputs, by farthest-point selection."""
         self._check_fitted()
         module = self.module_
-        if not isinstance(num_inducing, (int, np.integer)) or isinstance(num_inducing, bool):
-            raise ValueError(f"num_inducing must be an int, got {num_inducing!r}")
-        Z = module.inducing_inputs.detach()  # [1 or V, M, Q]
-        if num_inducing < Z.shape[1]:
-            raise ValueError(f"num_inducing={num_inducing} is fewer than the {Z.shape[1]} inducing inputs the model "
-                             "has; grow_inducing only adds")
         seen = module._seen_entities()
         means = module.q_mean.detach() if seen is None else module.q_mean.detach()[seen]  # [N_seen, Q]
-        if num_inducing > means.shape[0]:
-            warnings.warn(f"num_inducing={num_inducing} is more than the {means.shape[0]} observed entities; using "
-                          f"{means.shape[0]}", RuntimeWarning, stacklevel=3)
-            num_inducing = int(means.shape[0])
-        grown = [farthest_points(Zk, means, num_inducing) for Zk in Z]  # each set of inducing inputs: [M, Q]
+        grown, num_inducing = grown_inducing_inputs(module.inducing_inputs.detach(), means, num_inducing)
         module.inducing_inputs = torch.nn.Parameter(torch.stack(grown))  # [1 or V, num_inducing, Q]
-        self.num_inducing = int(num_inducing)
+        self.num_inducing = num_inducing
 
     def _optimise(self, max_iter: int):
         """Warm-up with the noise fixed (GPy issue #286: otherwise the noise may absorb the signal),
