@@ -1,5 +1,5 @@
 """The estimator base of BayesianGPLVM and MRD: fit (initialisation, restarts, the optimiser phases),
-continuation and growth, relevance, predict, infer, save / load; the rest of the fitted interface is
+continuation and growth, relevance, predict, infer; the rest of the fitted interface is
 :class:`~bayesalign.gp.fitted.FittedLatentModel`'s.
 
 The torch module is :mod:`bayesalign.gp.module`, the initialisation :mod:`bayesalign.gp.initialisation`,
@@ -33,7 +33,6 @@ from .initialisation import (
     partial_latent,
 )
 from .kernels import ard_relevance, make_kernel
-from .model_file import load_model, save_model
 from .module import LatentGPModule, resolve_dtype
 from .prediction import collapsed_resolution, predict_outputs
 from .priors import check_latent_prior
@@ -476,19 +475,3 @@ class LatentGPBase(FittedLatentModel):
                                  progress=self.progress if progress is None else progress, chunk_size=chunk_size,
                                  desc=f"infer {name}", context=context)
         return mean.detach().cpu().numpy(), var.detach().cpu().numpy()
-
-    # -- persistence ----------------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write the fitted model to one ``.npz`` file: tensors and JSON metadata, no pickle.
-
-        See :func:`bayesalign.gp.model_file.save_model`.
-        """
-        save_model(self, path)
-
-    @classmethod
-    def load(cls, path, device=None):
-        """Read a model written by :meth:`save` (never unpickles; loading runs no code from the file)."""
-        model = load_model(path, device=device)
-        if not isinstance(model, cls):
-            raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-        return model
