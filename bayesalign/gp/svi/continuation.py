@@ -57,7 +57,7 @@ def grow_view_gp(gp: ViewGP, inducing_inputs: torch.Tensor) -> ViewGP:
     ``q(v) = N([m_w; 0], blockdiag(S_w, I))``. The kernel and the mean module are the old GP's.
     """
     strategy = gp.variational_strategy
-    old = strategy.variational_distribution  # whitened q(v), batch [D], event [M]
+    old = gp.inducing_distributions()[1]  # whitened q(v), batch [D], event [M], built afresh (not GPyTorch's memo)
     D, M = old.mean.shape
     new_M = int(inducing_inputs.shape[0])
     q_u = strategy._variational_distribution

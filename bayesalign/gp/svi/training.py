@@ -310,3 +310,5 @@ def collapsed_elbo(est) -> float:
                     p.copy_(value)
             for p in model.parameters():
                 p.grad = None
+            for gp in model.gps:  # GPyTorch's memo of q(u) holds the stepped one
+                gp.variational_strategy._clear_cache()
