@@ -179,9 +179,10 @@ class StochasticMRD(FittedLatentModel):
         Mean ELBO estimate per epoch (each step estimates the full-data ELBO); with
         ``optimizer="lbfgs"`` the ELBO at every evaluation, line-search trials included.
     n_epochs_ : int
-        Epochs run (evaluations with ``optimizer="lbfgs"``).
+        Epochs run (evaluations with ``optimizer="lbfgs"``), :meth:`continue_fit`'s included (its history appended).
     converged_ : bool
-        Whether the convergence test passed before ``max_epochs`` (a ConvergenceWarning otherwise).
+        Whether the convergence test of the last :meth:`fit` or :meth:`continue_fit` passed within its budget
+        (a ConvergenceWarning otherwise). :meth:`save` / :meth:`load`: one model file, no pickle.
     natural_gradient_lr_ : float or None
         The natural-gradient step size at the end of the fit (1 with ``optimizer="lbfgs"``, None without
         natural gradients): ``natural_gradient_lr`` unless a step broke q(u)'s positive definiteness
