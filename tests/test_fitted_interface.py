@@ -193,7 +193,7 @@ def test_growing_q_u_leaves_q_f_and_the_bound_unchanged(svi, tmp_path):
     assert model.collapsed_elbo() >= collapsed - 1e-6 * abs(collapsed)
 
 
-def test_growing_q_u_of_a_binary_view_leaves_its_sampled_term_unchanged(views):
+def test_growing_q_u_of_a_binary_view_leaves_its_sampled_term_unchanged(views, tmp_path):
     # a Bernoulli view's term is a Monte Carlo estimate over draws of X (Gauss-Hermite in f given each draw):
     # given the same draws it is unchanged by the growth up to round-off, and so is KL(q(u) || p(u))
     from bayesalign.gp.svi.continuation import grow_inducing_inputs
@@ -201,6 +201,9 @@ def test_growing_q_u_of_a_binary_view_leaves_its_sampled_term_unchanged(views):
     binary = {"a": views["a"], "b": (views["b"] > 0).astype(float)}
     model = _quiet(StochasticMRD(latent_dim=Q, num_inducing=M, likelihood={"b": "bernoulli"}, max_epochs=20,
                                  progress=False, seed=0).fit, binary)
+    model.save(tmp_path / "binary.npz")  # a loaded model draws the same X for the same seed: the same estimate
+    assert StochasticMRD.load(tmp_path / "binary.npz").elbo(num_samples=4, seed=3) == pytest.approx(
+        model.elbo(num_samples=4, seed=3), rel=1e-12)
     x = torch.as_tensor(np.random.default_rng(2).normal(size=(N, Q)))  # one draw of X for every entity
     idx = torch.arange(N)
     with torch.no_grad():
