@@ -83,3 +83,15 @@ def test_the_collapsed_start_on_a_subsample_carries_q_x_to_every_entity(views, m
     np.testing.assert_allclose(carried.entity_means_[subsample], mrd.entity_means_, rtol=1e-8, atol=1e-10)
     assert np.isfinite(carried.entity_means_).all()
     assert carried.collapsed_elbo() > pca.collapsed_elbo()
+
+
+def test_a_continued_fit_keeps_the_claim(views, collapsed_bound):
+    # continue_fit goes on with the fit's stopping rule: the attribute and the warning agree, and the bound it
+    # ends at is within 2% of the collapsed one or the continuation says it did not converge
+    svi = fit(views, max_epochs=60)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svi.continue_fit(100)
+    assert any(issubclass(w.category, ConvergenceWarning) for w in caught) == (not svi.converged_)
+    gap = (collapsed_bound - svi.collapsed_elbo()) / abs(collapsed_bound)
+    assert gap <= 0.02 or not svi.converged_

@@ -1,5 +1,5 @@
 """The estimator base of BayesianGPLVM and MRD: fit (initialisation, restarts, the optimiser phases),
-continuation and growth, relevance, predict, infer, save / load; the rest of the fitted interface is
+continuation and growth, relevance, predict, infer; the rest of the fitted interface is
 :class:`~bayesalign.gp.fitted.FittedLatentModel`'s.
 
 The torch module is :mod:`bayesalign.gp.module`, the initialisation :mod:`bayesalign.gp.initialisation`,
@@ -20,8 +20,9 @@ from sklearn.exceptions import ConvergenceWarning
 from .._utils import as_rng
 from ..data import LatentEmbedding, check_view
 from . import _optim
-from .extend import farthest_points, split_entities
+from .extend import split_entities
 from .fitted import FittedLatentModel
+from .inducing import grown_inducing_inputs
 from .inference import infer_latent
 from .initialisation import (
     StartError,
@@ -32,7 +33,6 @@ from .initialisation import (
     partial_latent,
 )
 from .kernels import ard_relevance, make_kernel
-from .model_file import load_model, save_model
 from .module import LatentGPModule, resolve_dtype
 from .prediction import collapsed_resolution, predict_outputs
 from .priors import check_latent_prior
@@ -301,21 +301,11 @@ class LatentGPBase(FittedLatentModel):
         """The first half of :meth:`grow_inducing`: the new inducing inputs, by farthest-point selection."""
         self._check_fitted()
         module = self.module_
-        if not isinstance(num_inducing, (int, np.integer)) or isinstance(num_inducing, bool):
-            raise ValueError(f"num_inducing must be an int, got {num_inducing!r}")
-        Z = module.inducing_inputs.detach()  # [1 or V, M, Q]
-        if num_inducing < Z.shape[1]:
-            raise ValueError(f"num_inducing={num_inducing} is fewer than the {Z.shape[1]} inducing inputs the model "
-                             "has; grow_inducing only adds")
         seen = module._seen_entities()
         means = module.q_mean.detach() if seen is None else module.q_mean.detach()[seen]  # [N_seen, Q]
-        if num_inducing > means.shape[0]:
-            warnings.warn(f"num_inducing={num_inducing} is more than the {means.shape[0]} observed entities; using "
-                          f"{means.shape[0]}", RuntimeWarning, stacklevel=3)
-            num_inducing = int(means.shape[0])
-        grown = [farthest_points(Zk, means, num_inducing) for Zk in Z]  # each set of inducing inputs: [M, Q]
+        grown, num_inducing = grown_inducing_inputs(module.inducing_inputs.detach(), means, num_inducing)
         module.inducing_inputs = torch.nn.Parameter(torch.stack(grown))  # [1 or V, num_inducing, Q]
-        self.num_inducing = int(num_inducing)
+        self.num_inducing = num_inducing
 
     def _optimise(self, max_iter: int):
         """Warm-up with the noise fixed (GPy issue #286: otherwise the noise may absorb the signal),
@@ -485,19 +475,3 @@ class LatentGPBase(FittedLatentModel):
                                  progress=self.progress if progress is None else progress, chunk_size=chunk_size,
                                  desc=f"infer {name}", context=context)
         return mean.detach().cpu().numpy(), var.detach().cpu().numpy()
-
-    # -- persistence ----------------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write the fitted model to one ``.npz`` file: tensors and JSON metadata, no pickle.
-
-        See :func:`bayesalign.gp.model_file.save_model`.
-        """
-        save_model(self, path)
-
-    @classmethod
-    def load(cls, path, device=None):
-        """Read a model written by :meth:`save` (never unpickles; loading runs no code from the file)."""
-        model = load_model(path, device=device)
-        if not isinstance(model, cls):
-            raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-        return model

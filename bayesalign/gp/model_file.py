@@ -1,10 +1,16 @@
-"""Save and load fitted BayesianGPLVM / MRD models: one ``.npz`` file of arrays plus JSON metadata.
+"""Save and load fitted latent GP models (BayesianGPLVM, MRD, StochasticMRD): one ``.npz`` file of arrays
+plus JSON metadata.
 
 No pickle anywhere: the tensors of the model's state dict are stored as plain numpy arrays
 (``np.savez``; read back with ``allow_pickle=False``), the metadata (class name, constructor
 parameters, view names, fit history) as a JSON string. Loading builds the model from a fixed list
 of classes and kernel names, so a file can never make the loader run code. Round trips are exact:
 the raw parameter values are stored bit for bit.
+
+Every file has the same header (``format``, ``format_version``, ``class``, ``params``, ``view_names``,
+``n_features``); what follows it is the class's: each class registered with :func:`register_model_class`
+names the writer and reader of its state (the collapsed engine's, :func:`write_collapsed` and
+:func:`read_collapsed`, by default).
 """
 
 from __future__ import annotations
@@ -21,23 +27,34 @@ from .kernels import make_kernel
 from .module import LatentGPModule, noise_floor_in_state, resolve_dtype
 from .priors import GraphLaplacianPrior, StandardNormalPrior
 
-__all__ = ["ModelFileError", "load_model", "register_model_class", "save_model"]
+__all__ = ["ModelFileError", "json_params", "load_model", "read_collapsed", "read_latent_prior", "register_model_class",
+           "save_model", "write_collapsed", "write_latent_prior"]
 
 FORMAT = "bayesalign.gp"
 FORMAT_VERSION = 1
 
-#: The estimator classes a model file may name (filled by :func:`register_model_class`: MRD,
-#: BayesianGPLVM); loading builds only these, so a file can never make the loader run other code.
-MODEL_CLASSES: dict[str, type] = {}
+#: The estimator classes a model file may name, each with the writer and reader of its state (filled by
+#: :func:`register_model_class`: MRD, BayesianGPLVM, StochasticMRD); loading builds only these, so a file
+#: can never make the loader run other code.
+MODEL_CLASSES: dict[str, tuple[type, object, object]] = {}
 
 
-def register_model_class(cls):
-    """Class decorator: ``cls`` may be named in a model file (its ``__name__`` is the file's class)."""
-    MODEL_CLASSES[cls.__name__] = cls
-    return cls
+def register_model_class(cls=None, *, write=None, read=None):
+    """``cls`` may be named in a model file (its ``__name__`` is the file's class); a class decorator.
+
+    ``write(model) -> (meta, arrays)`` gives the class's metadata (a JSON-able dict joined to the header) and
+    arrays; ``read(cls, meta, arrays, device) -> model`` builds a fitted model from them (``meta`` with
+    ``params["dtype"]`` already a torch dtype). Default: :func:`write_collapsed` and :func:`read_collapsed`.
+    """
+    def register(cls):
+        MODEL_CLASSES[cls.__name__] = (cls, write or write_collapsed, read or read_collapsed)
+        return cls
+    return register if cls is None else register(cls)
 
 
-def _json_params(model) -> dict:
+def json_params(model) -> dict:
+    """The constructor parameters of ``model`` as JSON values (a kernel given by name only; an array start
+    becomes None; dtype, device and an int seed as strings and ints, another seed None)."""
     params = model.get_params(deep=False)
     if not isinstance(params["kernel"], str):
         raise TypeError("only models whose kernel was given by name (e.g. 'rbf', 'linear+bias') can be saved; "
@@ -51,39 +68,51 @@ def _json_params(model) -> dict:
 
 
 def save_model(model, path) -> None:
-    """Write a fitted model to ``path`` (an ``.npz`` file; written atomically).
-
-    Stored: every tensor of ``model.module_.state_dict()`` (raw parameters, constraint bounds, the
-    centred training outputs), the column means and kept-column masks of each view, the bound
-    history, the final bound and start of every restart, and JSON metadata.
-    """
+    """Write a fitted model to ``path`` (an ``.npz`` file; written atomically): the header, then the class's
+    metadata and arrays (see :func:`register_model_class`)."""
     model._check_fitted()
+    name = type(model).__name__
+    if name not in MODEL_CLASSES:
+        raise TypeError(f"{name} cannot be saved in a model file (not a registered model class)")
+    meta, arrays = MODEL_CLASSES[name][1](model)
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": name, "params": json_params(model),
+            "view_names": list(model.view_names_),
+            "n_features": {k: int(v) for k, v in model.n_features_in_.items()}, **meta}
+    arrays = {"meta": np.array(json.dumps(meta)), **arrays}
+    with atomic_write(Path(path), "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def write_latent_prior(prior, prefix: str = "latent_prior") -> tuple[dict, dict]:
+    """The metadata ``{name, strength}`` and arrays (a graph as COO arrays under ``prefix/``) of a prior of
+    :mod:`bayesalign.gp.priors`."""
+    arrays = {}
+    if isinstance(prior, GraphLaplacianPrior):
+        graph = prior.laplacian.tocoo()
+        arrays = {f"{prefix}/row": graph.row, f"{prefix}/col": graph.col, f"{prefix}/data": graph.data}
+    return {"name": prior.name, "strength": float(getattr(prior, "strength", 0.0))}, arrays
+
+
+def write_collapsed(model) -> tuple[dict, dict]:
+    """The state of a collapsed model (:func:`save_model`): every tensor of ``model.module_.state_dict()`` (raw
+    parameters, constraint bounds, the centred training outputs), the column means and kept-column masks of
+    each view, the bound history, the final bound and start of every restart, and the latent prior."""
     module = model.module_
-    meta = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "class": type(model).__name__,
-        "params": _json_params(model), "view_names": list(model.view_names_),
-        "n_features": {k: int(v) for k, v in model.n_features_in_.items()},
-        "jitter": module.jitter, "n_iter": int(model.n_iter_), "n_warmup": int(model.n_warmup_),
-        "converged": bool(model.converged_), "interrupted": bool(getattr(model, "interrupted_", False)),
-        "latent_prior": {"name": module.latent_prior.name,
-                         "strength": float(getattr(module.latent_prior, "strength", 0.0))},
-    }
-    restarts = {}
+    prior, arrays = write_latent_prior(module.latent_prior)
+    meta = {"jitter": module.jitter, "n_iter": int(model.n_iter_), "n_warmup": int(model.n_warmup_),
+            "converged": bool(model.converged_), "interrupted": bool(getattr(model, "interrupted_", False)),
+            "latent_prior": prior}
     if hasattr(model, "restart_bounds_"):  # every restart of the fit, and which one was kept
         meta.update(restart_inits=list(model.restart_inits_), best_restart=int(model.best_restart_))
-        restarts["restart_bounds"] = np.asarray(model.restart_bounds_, dtype=np.float64)
-    arrays = {"meta": np.array(json.dumps(meta)), "history": np.asarray(model.history_, dtype=np.float64),
-              "history_seconds": np.asarray(model.history_seconds_, dtype=np.float64), **restarts}
+        arrays["restart_bounds"] = np.asarray(model.restart_bounds_, dtype=np.float64)
+    arrays.update({"history": np.asarray(model.history_, dtype=np.float64),
+                   "history_seconds": np.asarray(model.history_seconds_, dtype=np.float64)})
     for key, value in module.state_dict().items():
         arrays[f"state/{key}"] = value.detach().cpu().numpy()
-    if isinstance(module.latent_prior, GraphLaplacianPrior):  # its graph, as plain arrays
-        graph = module.latent_prior.laplacian.tocoo()
-        arrays.update({"latent_prior/row": graph.row, "latent_prior/col": graph.col, "latent_prior/data": graph.data})
     for i, name in enumerate(model.view_names_):
         arrays[f"output_means/{i}"] = model.output_means_[name]
         arrays[f"kept_columns/{i}"] = model.kept_columns_[name]
-    with atomic_write(Path(path), "wb") as handle:
-        np.savez(handle, **arrays)
+    return meta, arrays
 
 
 class ModelFileError(ValueError):
@@ -121,10 +150,14 @@ def load_model(path, device=None):
             ValueError) as exc:
         raise ModelFileError(f"{path}: not a readable bayesalign model file ({type(exc).__name__}: "
                              f"{' '.join(str(exc).split())[:200]})") from exc
-    # NaN nowhere; inf nowhere but in the constraints' bounds (an upper bound may be +inf)
-    parameters = dict(model.module_.named_parameters())
-    bad = [key for key, value in model.module_.state_dict().items() if value.is_floating_point() and (
-        bool(torch.isnan(value).any()) or (key in parameters and not bool(torch.isfinite(value).all())))]
+    # NaN nowhere (but in the buffers where it marks a missing entry); inf nowhere but in the constraints'
+    # bounds (an upper bound may be +inf)
+    module = getattr(model, model._fitted_attribute)
+    parameters = dict(module.named_parameters())
+    missing = tuple(getattr(model, "_buffers_with_missing", ()))
+    bad = [key for key, value in module.state_dict().items() if value.is_floating_point() and (
+        (bool(torch.isnan(value).any()) and not key.startswith(missing))
+        or (key in parameters and not bool(torch.isfinite(value).all())))]
     bad += [f"output_means/{name}" for name, mean in model.output_means_.items() if not np.isfinite(mean).all()]
     if bad:
         raise ModelFileError(f"{path}: non-finite values in {', '.join(bad[:4])}; the file is corrupt (or was "
@@ -132,14 +165,14 @@ def load_model(path, device=None):
     return model
 
 
-def _read_latent_prior(spec, arrays, n_entities):
-    """The latent prior a model file names (files without one: N(0, I))."""
+def read_latent_prior(spec, arrays, n_entities, prefix: str = "latent_prior"):
+    """The latent prior a model file names (written by :func:`write_latent_prior`; None: N(0, I))."""
     if spec is None or spec.get("name") == StandardNormalPrior.name:
         return None
     if spec.get("name") != GraphLaplacianPrior.name:
         raise ValueError(f"unknown latent prior {spec.get('name')!r}")
-    row, col = arrays["latent_prior/row"].astype(np.int64), arrays["latent_prior/col"].astype(np.int64)
-    laplacian = sp.coo_matrix((arrays["latent_prior/data"], (row, col)), shape=(n_entities, n_entities))
+    row, col = arrays[f"{prefix}/row"].astype(np.int64), arrays[f"{prefix}/col"].astype(np.int64)
+    laplacian = sp.coo_matrix((arrays[f"{prefix}/data"], (row, col)), shape=(n_entities, n_entities))
     return GraphLaplacianPrior(laplacian, float(spec["strength"]))
 
 
@@ -152,12 +185,18 @@ def _read_model(path, device):
         raise ValueError(f"{path} is not a bayesalign.gp model file (no readable metadata)") from exc
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported format {meta.get('format')!r} version {meta.get('format_version')!r}")
-    classes = MODEL_CLASSES
-    if meta["class"] not in classes:
+    if meta["class"] not in MODEL_CLASSES:
         raise ValueError(f"{path}: unknown model class {meta['class']!r}")
+    cls, _, read = MODEL_CLASSES[meta["class"]]
+    meta["params"] = dict(meta["params"], dtype=resolve_dtype(meta["params"]["dtype"]))
+    return read(cls, meta, arrays, device)
+
+
+def read_collapsed(cls, meta, arrays, device):
+    """A fitted collapsed model of class ``cls`` from the metadata and arrays of :func:`write_collapsed`."""
     params = dict(meta["params"])
-    params["dtype"] = dtype = resolve_dtype(params["dtype"])
-    model = classes[meta["class"]](**params)
+    dtype = params["dtype"]
+    model = cls(**params)
     device = torch.device(device if device is not None else (params["device"] or "cpu"))
     state = {key[len("state/"):]: torch.as_tensor(value).to(device)
              for key, value in arrays.items() if key.startswith("state/")}
@@ -171,7 +210,7 @@ def _read_model(path, device):
         noise=2.0 * noise_floor_in_state(state).expand(V).clone(),
         noise_floor=noise_floor_in_state(state), jitter=float(meta["jitter"]),
         observed=[state.get(f"observed_{v}") for v in range(V)],
-        latent_prior=_read_latent_prior(meta.get("latent_prior"), arrays, int(state["q_mean"].shape[0])))
+        latent_prior=read_latent_prior(meta.get("latent_prior"), arrays, int(state["q_mean"].shape[0])))
     module.load_state_dict(state, strict=True)
     model.module_ = module
     model.view_names_ = tuple(names)

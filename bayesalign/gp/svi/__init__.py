@@ -5,7 +5,8 @@
 - :mod:`.likelihoods`: Gaussian, Bernoulli, Poisson, negative binomial; expected log-likelihoods with missing entries;
 - :mod:`.estimator`: :class:`StochasticMRD`, the scikit-learn style estimator;
 - :mod:`.inputs`: its input checks; :mod:`.start`: its collapsed start; :mod:`.training`: its training loops;
-  :mod:`.inference`: q(x*) of new rows.
+  :mod:`.inference`: q(x*) of new rows and the resolution; :mod:`.continuation`: more epochs and inducing
+  inputs after a fit; :mod:`.files`: its model file.
 """
 
 from .estimator import StochasticMRD

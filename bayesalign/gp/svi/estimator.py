@@ -16,14 +16,18 @@ from pyro import poutine
 from pyro.infer import TraceMeanField_ELBO
 
 from ..fitted import FittedLatentModel
-from ..initialisation import check_observed, check_paired, entity_means_from_embedding, init_latent, partial_latent
+from ..initialisation import check_observed, check_paired
 from ..kernels import ard_relevance, make_kernel
+from ..model_file import register_model_class
 from ..priors import GraphLaplacianPrior
+from .continuation import continue_training, grow_inducing_inputs
+from .files import read_stochastic, write_stochastic
 from .guide import LatentPosterior, ViewGP
-from .inference import infer_rows
+from .inference import infer_rows, view_resolution
 from .inputs import (
     check_params,
     constant_columns_dropped,
+    initial_latent,
     likelihood_names,
     start_name,
     time_covariance,
@@ -35,7 +39,6 @@ from .start import collapsed_start, load_collapsed_state
 from .training import collapsed_elbo, normalise_latent, train
 
 __all__ = ["StochasticMRD"]
-
 
 
 class StochasticMRD(FittedLatentModel):
@@ -176,9 +179,10 @@ class StochasticMRD(FittedLatentModel):
         Mean ELBO estimate per epoch (each step estimates the full-data ELBO); with
         ``optimizer="lbfgs"`` the ELBO at every evaluation, line-search trials included.
     n_epochs_ : int
-        Epochs run (evaluations with ``optimizer="lbfgs"``).
+        Epochs run (evaluations with ``optimizer="lbfgs"``), :meth:`continue_fit`'s included (its history appended).
     converged_ : bool
-        Whether the convergence test passed before ``max_epochs`` (a ConvergenceWarning otherwise).
+        Whether the convergence test of the last :meth:`fit` or :meth:`continue_fit` passed within its budget
+        (a ConvergenceWarning otherwise). :meth:`save` / :meth:`load`: one model file, no pickle.
     natural_gradient_lr_ : float or None
         The natural-gradient step size at the end of the fit (1 with ``optimizer="lbfgs"``, None without
         natural gradients): ``natural_gradient_lr`` unless a step broke q(u)'s positive definiteness
@@ -215,6 +219,8 @@ class StochasticMRD(FittedLatentModel):
 
     _method = "StochasticMRD"
     _fitted_attribute = "model_"
+    #: The state buffers in which NaN marks a missing entry (a model file may hold it there).
+    _buffers_with_missing = ("targets_",)
 
     def __init__(self, latent_dim: int = 5, num_inducing: int = 20, likelihood="gaussian", kernel: str = "rbf",
                  init="auto", init_variance: float = 0.01, snr: float = 100.0, latent_prior="normal",
@@ -284,7 +290,7 @@ class StochasticMRD(FittedLatentModel):
                 for name, Y, lik in zip(names, arrays, likelihoods)]
         targets = [Y[:, keep] - mu[keep] for Y, mu, keep in zip(arrays, means, kept)]
         start = start_name(self, likelihoods, targets, observed)
-        X0 = self._initial_latent(start, names, targets, likelihoods, observed, N, Q)
+        X0 = initial_latent(self, start, names, targets, likelihoods, observed, N, Q)
         S0 = np.full((N, Q), float(self.init_variance))
         if start == "collapsed":  # the caller's torch RNG is left as it was (MRD's kernels draw from it)
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -346,24 +352,27 @@ class StochasticMRD(FittedLatentModel):
         self._train()
         return self
 
-    def _initial_latent(self, start, names, targets, likelihoods, observed, N, Q) -> np.ndarray:
-        """q(X) means [N, Q] of ``start`` (the collapsed start's PCA start for "collapsed")."""
-        init = self.init
-        if start == "embedding" and any(r is not None for r in observed):
-            return entity_means_from_embedding(init, names, observed, N, Q)  # each entity: the mean of its rows
-        if start in ("embedding", "array", "random"):
-            return init_latent(init, names, targets, Q, self.seed, n_rows=N)
-        blocks = []
-        for Y, lik in zip(targets, likelihoods):
-            Y = np.log1p(Y) if lik in ("poisson", "negative_binomial") else Y  # counts on a log scale
-            Y = Y - np.nanmean(Y, 0)
-            blocks.append(np.where(np.isnan(Y), 0.0, Y))  # a missing entry starts at its column mean
-        if any(r is not None for r in observed):  # learned on the entities every view observes, as MRD's
-            return partial_latent("pca", names, blocks, observed, N, Q, self.seed)
-        return init_latent("pca", names, blocks, Q, self.seed, n_rows=N)
-
     def _train(self) -> None:
         train(self)  # :func:`bayesalign.gp.svi.training.train`
+
+    def continue_fit(self, max_epochs: int | None = None, latent_prior=None) -> StochasticMRD:
+        """Go on maximising the ELBO from the fitted q(u), q(X), kernels and noise for ``max_epochs`` more epochs
+        (default ``max_epochs``; evaluations with ``optimizer="lbfgs"``), the optimiser restarted and no warm-up,
+        with the fit's stopping rule (``converged_``; a ConvergenceWarning when it did not converge); the
+        history goes on in ``elbo_history_``. ``latent_prior`` (a StandardNormalPrior or GraphLaplacianPrior of
+        :mod:`bayesalign.gp.priors` over the same entities) replaces p(X) first. Works on a loaded model too
+        (:func:`bayesalign.gp.svi.continuation.continue_training`)."""
+        continue_training(self, max_epochs, latent_prior)
+        return self
+
+    def grow_inducing(self, num_inducing: int, max_epochs: int | None = None) -> StochasticMRD:
+        """Add inducing inputs up to ``num_inducing`` per view by farthest-point selection on the q(X) means (as
+        :meth:`bayesalign.gp.MRD.grow_inducing`), each new inducing output at its conditional prior given the
+        old ones so that the ELBO is unchanged by the growth
+        (:func:`bayesalign.gp.svi.continuation.grow_view_gp`), then :meth:`continue_fit` for ``max_epochs``.
+        Capped at the number of observed entities, with a warning; ``num_inducing`` becomes the new size."""
+        grow_inducing_inputs(self, num_inducing)
+        return self.continue_fit(max_epochs)
 
     def _normalise_latent(self) -> None:
         normalise_latent(self)  # :func:`bayesalign.gp.svi.training.normalise_latent`
@@ -463,28 +472,7 @@ class StochasticMRD(FittedLatentModel):
         finely than the points are spread along it. The derivatives are exact (reverse mode, one
         pass per output column).
         """
-        self._check_fitted()
-        from .likelihoods import fisher_information
-
-        model, out = self.model_, {}
-        means = model.q_x.mean.detach()  # [N, Q]
-        for v, name in enumerate(self.view_names_):
-            Y, rows = getattr(model, f"targets_{v}"), getattr(model, f"rows_{v}")
-            if rows is None:
-                mean = means
-            else:
-                seen = rows >= 0
-                mean, Y = means[seen], Y[rows[seen]]  # [N_v, Q], [N_v, D]
-            gp, likelihood = model.gps[v], model.likelihoods[v]
-            total = mean.new_zeros(mean.shape[1])
-            for start in range(0, mean.shape[0], 1024):
-                f, J = gp.mean_jacobian(mean[start:start + 1024])  # [n, D], d fbar_nd / d x_nq [n, Q, D]
-                information = fisher_information(likelihood, f).detach()  # [n, D] (no graph)
-                information = torch.where(torch.isnan(Y[start:start + 1024]), 0.0, information)
-                total += (J.square() * information[:, None, :]).sum((0, 2))
-            spread = mean.var(0, unbiased=False)  # [Q]
-            out[name] = (spread * total / max(mean.shape[0], 1)).detach().cpu().numpy()
-        return out
+        return view_resolution(self)  # :func:`bayesalign.gp.svi.inference.view_resolution`
 
     @property
     def noise_variance_(self) -> dict[str, float]:
@@ -497,3 +485,6 @@ class StochasticMRD(FittedLatentModel):
         """q(x*) = N(mean, diag(variance)) [n, Q] for new rows ``Y_new`` [n, D_v] of one view (NaN: missing),
         the model fixed: :func:`bayesalign.gp.svi.inference.infer_rows`."""
         return infer_rows(self, view, Y_new, max_iter=max_iter, num_samples=num_samples, seed=seed)
+
+
+register_model_class(StochasticMRD, write=write_stochastic, read=read_stochastic)

@@ -1,4 +1,5 @@
-"""q(x*) of new rows of one view under a fitted :class:`~bayesalign.gp.svi.StochasticMRD` (its ``infer``)."""
+"""What a fitted :class:`~bayesalign.gp.svi.StochasticMRD` says about rows and dimensions: q(x*) of new rows of
+one view (its ``infer``) and each view's resolution of each latent dimension (its ``resolution_``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,36 @@ import torch
 
 from ...data.views import InputTypeError
 from ..inference import nearest_observed_rows
-from .likelihoods import check_targets, expected_log_likelihood
+from .likelihoods import check_targets, expected_log_likelihood, fisher_information
 
-__all__ = ["infer_rows"]
+__all__ = ["infer_rows", "view_resolution"]
+
+
+def view_resolution(est) -> dict[str, np.ndarray]:
+    """``resolution_`` of a fitted StochasticMRD [Q] per view (the equation is the property's): the squared
+    derivatives of each view's predictive mean at the q(X) means of the entities it observes, weighted by the
+    Fisher information of each observed entry (none for a missing one), averaged over the rows and times the
+    spread of the means along each dimension."""
+    est._check_fitted()
+    model, out = est.model_, {}
+    means = model.q_x.mean.detach()  # [N, Q]
+    for v, name in enumerate(est.view_names_):
+        Y, rows = getattr(model, f"targets_{v}"), getattr(model, f"rows_{v}")
+        if rows is None:
+            mean = means
+        else:
+            seen = rows >= 0
+            mean, Y = means[seen], Y[rows[seen]]  # [N_v, Q], [N_v, D]
+        gp, likelihood = model.gps[v], model.likelihoods[v]
+        total = mean.new_zeros(mean.shape[1])
+        for start in range(0, mean.shape[0], 1024):
+            f, J = gp.mean_jacobian(mean[start:start + 1024])  # [n, D], d fbar_nd / d x_nq [n, Q, D]
+            information = fisher_information(likelihood, f).detach()  # [n, D] (no graph)
+            information = torch.where(torch.isnan(Y[start:start + 1024]), 0.0, information)
+            total += (J.square() * information[:, None, :]).sum((0, 2))
+        spread = mean.var(0, unbiased=False)  # [Q]
+        out[name] = (spread * total / max(mean.shape[0], 1)).detach().cpu().numpy()
+    return out
 
 
 def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, seed=0):

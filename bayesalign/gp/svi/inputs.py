@@ -1,4 +1,5 @@
-"""Input checks of :class:`~bayesalign.gp.svi.StochasticMRD`: its views, parameters, likelihoods and start."""
+"""Input checks of :class:`~bayesalign.gp.svi.StochasticMRD`: its views, parameters, likelihoods and start (and
+the start's initial q(X) means)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import torch
 
 from ...data import AlignmentProblem, LatentEmbedding, Views
 from ...data.views import check_view
+from ..initialisation import entity_means_from_embedding, init_latent, partial_latent
 from ..module import resolve_dtype
 from ..priors import GraphLaplacianPrior
 from .likelihoods import LIKELIHOODS
 
-__all__ = ["OPTIMIZERS", "check_params", "constant_columns_dropped", "likelihood_names", "start_name",
+__all__ = ["OPTIMIZERS", "check_params", "constant_columns_dropped", "initial_latent", "likelihood_names", "start_name",
            "time_covariance", "views_with_nan"]
 
 #: ``optimizer`` of :class:`~bayesalign.gp.svi.StochasticMRD`.
@@ -117,6 +119,23 @@ def start_name(est, likelihoods, targets, observed) -> str:
     if why and init == "collapsed":
         raise ValueError("init='collapsed' (the collapsed MRD on a subsample) needs " + "; ".join(why))
     return "pca" if why else "collapsed"
+
+
+def initial_latent(est, start, names, targets, likelihoods, observed, N, Q) -> np.ndarray:
+    """q(X) means [N, Q] of ``start`` (the collapsed start's PCA start for "collapsed") of the StochasticMRD ``est``."""
+    init = est.init
+    if start == "embedding" and any(r is not None for r in observed):
+        return entity_means_from_embedding(init, names, observed, N, Q)  # each entity: the mean of its rows
+    if start in ("embedding", "array", "random"):
+        return init_latent(init, names, targets, Q, est.seed, n_rows=N)
+    blocks = []
+    for Y, lik in zip(targets, likelihoods):
+        Y = np.log1p(Y) if lik in ("poisson", "negative_binomial") else Y  # counts on a log scale
+        Y = Y - np.nanmean(Y, 0)
+        blocks.append(np.where(np.isnan(Y), 0.0, Y))  # a missing entry starts at its column mean
+    if any(r is not None for r in observed):  # learned on the entities every view observes, as MRD's
+        return partial_latent("pca", names, blocks, observed, N, Q, est.seed)
+    return init_latent("pca", names, blocks, Q, est.seed, n_rows=N)
 
 
 def time_covariance(est, time_index, N, dtype, device) -> torch.Tensor:

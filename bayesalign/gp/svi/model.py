@@ -204,7 +204,7 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     With whitened ``q(v_d) = N(m_d, S_d)`` (``u_d = L v_d``, ``L L' = K_uu + jitter I``) and the
     psi-statistics of ``q(x_n) = N(mean_n, diag variance_n)`` (Titsias & Lawrence, 2010, eq. 14-15):
     ``E[f_nd] = psi1_n L^-T m_d`` and
-    ``E[f_nd^2] = psi0_n + tr((L^-T (m_d m_d' + S_d) L^-1 - K_uu^-1) Psi2_n)``, so each entry gives
+    ``E[f_nd^2] = psi0_n + tr(L^-T (m_d m_d' + S_d - I) L^-1 Psi2_n)`` (``K_uu^-1 = L^-T L^-1``), so each entry gives
     ``-log(2 pi sigma^2) / 2 - (y^2 - 2 y E[f] + E[f^2]) / (2 sigma^2)``. NaN entries of Y are left out
     (then Psi2 is needed per point, [n, M, M]; otherwise only its sum over the points). A tied q(u)
     (one S for every output) enters through that one S.
@@ -231,18 +231,19 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
         left = torch.linalg.solve_triangular(L.mT, A, upper=True)
         return torch.linalg.solve_triangular(L.mT, left.mT, upper=True).mT
 
-    Kuu_inv = torch.cholesky_inverse(L)  # [M, M]
     counts = observed.sum(1)  # [n] observed entries per point
+    # K_uu^-1 = L^-T L^-1: the bracket is whitened as one, (m m' + S - I) in the whitened basis, never as the
+    # difference of two terms of the size of K_uu^-1 (which cancel, losing digits as K_uu's condition number grows)
     if any_missing:  # sum over the observed outputs of each point: sum_d o_nd E[v_d v_d'] [n, M, M]
         outer = torch.einsum("nd,di,dj->nij", observed, m, m)
         covariances = (counts[:, None, None] * shared if shared is not None
                        else torch.einsum("nd,dij->nij", observed, q_u.covariance_matrix))
-        C = whitened(outer + covariances) - counts[:, None, None] * Kuu_inv
+        C = whitened(outer + covariances - counts[:, None, None] * eye)
         square = (counts * stats.psi0).sum() + (C * stats.psi2).sum()
     else:  # sum_d E[v_d v_d'] [M, M], the covariances summed once (D S when they are one)
         D = Y.shape[1]
         covariances = D * shared if shared is not None else q_u.covariance_matrix.sum(0)
-        C = whitened(m.mT @ m + covariances) - D * Kuu_inv  # [M, M]
+        C = whitened(m.mT @ m + covariances - D * eye)  # [M, M]
         square = D * stats.psi0.sum() + (C * stats.psi2).sum()
     cross = (Y0 * mean_f * observed).sum()
     n_observed = observed.sum()

@@ -20,10 +20,9 @@ from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
 from ..kernels import normalise_latent_symmetries
-from ..priors import GraphLaplacianPrior
 
-__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "normalise_latent", "train", "train_lbfgs",
-           "train_stochastic", "undo_natural_step"]
+__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "normalise_latent", "standard_normal_prior",
+           "train", "train_lbfgs", "train_stochastic", "undo_natural_step"]
 
 #: How often a natural-gradient step that broke q(u)'s positive definiteness is undone (its size halved each
 #: time) before the fit gives up with a FloatingPointError.
@@ -41,45 +40,70 @@ def _parameter_groups(model):
     return natural, noise, params
 
 
-def train(est) -> None:
-    """Fit ``est.model_`` by ``est.optimizer``; the caller's global torch RNG is left as it was."""
+def standard_normal_prior(model) -> bool:
+    """Whether p(X) of the Pyro ``model`` is N(0, I) (no time GP, graph or user prior)."""
+    return model.latent_prior is None and model.graph_prior is None and model.time_scale_tril is None
+
+
+def train(est, epochs: int | None = None, continued: bool = False) -> None:
+    """Fit ``est.model_`` by ``est.optimizer`` for ``epochs`` (default ``est.max_epochs``); ``continued``: go on
+    from the fitted parameters (no warm-up, the history appended to ``elbo_history_``; see
+    :func:`train_stochastic`). The caller's global torch RNG is left as it was."""
     device = est.model_.q_x.mean.device
+    epochs = int(est.max_epochs if epochs is None else epochs)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         if est.optimizer == "lbfgs":  # Pyro's guide draws X (unused by the exact Gaussian terms)
-            return train_lbfgs(est)
-        return train_stochastic(est)
+            return train_lbfgs(est, epochs, continued)
+        return train_stochastic(est, epochs, continued)
 
 
-def train_stochastic(est) -> None:
+def _finish(est, history, converged: bool, continued: bool) -> None:
+    """Record the history (appended to the fit's when ``continued``), the epochs and the convergence."""
+    if continued:
+        history = list(est.elbo_history_) + list(history)
+    est.elbo_history_ = np.asarray(history, dtype=np.float64)
+    est.n_epochs_ = len(history)
+    est.converged_ = converged
+
+
+def train_stochastic(est, epochs: int, continued: bool = False) -> None:
     """Adam on the minibatch ELBO with natural-gradient steps on q(u) of the Gaussian views; the learning
     rate decays exponentially; the likelihoods' parameters are held for the warm-up epochs (none after a
     collapsed start, whose noise is fitted). Every ``window`` epochs the epochs' mean ELBO estimates are read
     back, the latent dimensions normalised (:func:`normalise_latent`), and the fit stops when the mean of the
-    last window differs from the window before by less than ``tol`` times its magnitude."""
+    last window differs from the window before by less than ``tol`` times its magnitude.
+
+    ``continued``: ``epochs`` more from the fitted parameters, with Adam restarted: no warm-up, the learning
+    rate going on along the fit's decay from where its ``n_epochs_`` left it, the natural-gradient step size
+    the fit ended with (``natural_gradient_lr_``), the minibatches drawn from a seed of ``seed`` and
+    ``n_epochs_``; the stopping test on the continuation's own epochs."""
     model = est.model_
     N = est.n_entities_
     B = min(int(est.batch_size), N)
     steps = math.ceil(N / B)
-    epochs = int(est.max_epochs)
+    done = int(est.n_epochs_) if continued else 0
     loss_fn = TraceMeanField_ELBO(num_particles=int(est.num_particles), vectorize_particles=False)
     natural, noise, params = _parameter_groups(model)
-    warmup = 0 if est.start_ == "collapsed" else int(est.warmup_epochs)
-    lr = float(est.learning_rate)
+    warmup = 0 if continued or est.start_ == "collapsed" else int(est.warmup_epochs)
+    gamma = float(est.final_lr_fraction) ** (1.0 / max(int(est.max_epochs), 1))  # the fit's decay per epoch
+    lr = float(est.learning_rate) * gamma ** done
     # the likelihood's parameters (the noise) held for the warm-up: lr 0 in their group until then
     optimiser = torch.optim.Adam([{"params": params}, {"params": noise, "lr": 0.0 if warmup else lr}], lr=lr,
                                  betas=(0.9, ADAM_BETA2))
     # the loss is the ELBO itself, not divided by N as GPyTorch's VariationalELBO: num_data=1
-    ngd = NGD(natural, num_data=1, lr=float(est.natural_gradient_lr)) if natural else None
-    gamma = float(est.final_lr_fraction) ** (1.0 / max(epochs, 1))
+    natural_lr = est.natural_gradient_lr_ if continued else est.natural_gradient_lr
+    ngd = NGD(natural, num_data=1, lr=float(natural_lr)) if natural else None
     schedule = torch.optim.lr_scheduler.ExponentialLR(optimiser, gamma=gamma)
     device = model.q_x.mean.device
     history, pending, converged = [], [], False  # pending: the epochs' ELBO estimates not yet read back
     w = int(est.window)
-    torch.manual_seed(0 if est.seed is None else int(np.random.default_rng(est.seed).integers(2**31)))
+    seed = 0 if est.seed is None else int(np.random.default_rng(est.seed).integers(2**31))
+    torch.manual_seed(int(np.random.default_rng([seed, done]).integers(2**31)) if continued else seed)
     generator = torch.Generator(device=device).manual_seed(int(torch.randint(2**31, ()).item()))
     bar = tqdm(total=epochs, desc=est._method, disable=not est.progress, leave=False)
     before_step = None  # q(u)'s natural parameters before the last natural-gradient step
-    est.natural_gradient_halvings_ = 0
+    if not continued:
+        est.natural_gradient_halvings_ = 0
     for epoch in range(epochs):
         order = torch.randperm(N, generator=generator, device=device)
         total = torch.zeros((), dtype=model.q_x.mean.dtype, device=device)
@@ -124,13 +148,12 @@ def train_stochastic(est) -> None:
                 break
     bar.close()
     est.natural_gradient_lr_ = None if ngd is None else float(ngd.param_groups[0]["lr"])
-    est.elbo_history_ = np.asarray(history)
-    est.n_epochs_ = len(history)
-    est.converged_ = converged
+    _finish(est, history, converged, continued)
     if not converged:
-        warnings.warn(f"{est._method} did not converge in {epochs} epochs: the mean ELBO of the last {w} epochs "
+        budget = f"the {epochs} further epochs continue_fit was given" if continued else f"{epochs} epochs"
+        warnings.warn(f"{est._method} did not converge in {budget}: the mean ELBO of the last {w} epochs "
                       f"still moved by more than tol={est.tol} relative to the {w} before; increase max_epochs",
-                      ConvergenceWarning, stacklevel=4)
+                      ConvergenceWarning, stacklevel=5)
 
 
 def undo_natural_step(est, ngd, natural, before_step, epoch: int, exc: Exception) -> None:
@@ -154,15 +177,16 @@ def undo_natural_step(est, ngd, natural, before_step, epoch: int, exc: Exception
                   f"to {ngd.param_groups[0]['lr']:.4g} for the rest of the fit (natural_gradient_lr_)",
                   RuntimeWarning, stacklevel=5)
 
-def train_lbfgs(est) -> None:
-    """Full-batch L-BFGS on the ELBO with q(u) at its optimum at every evaluation (``optimizer="lbfgs"``)."""
+def train_lbfgs(est, budget: int, continued: bool = False) -> None:
+    """Full-batch L-BFGS on the ELBO with q(u) at its optimum at every evaluation (``optimizer="lbfgs"``),
+    ``budget`` evaluations; ``continued``: from the fitted parameters, without the warm-up, the history
+    appended to the fit's."""
     model = est.model_
     N = est.n_entities_
     why = []
     if any(lik != "gaussian" for lik in est.likelihoods_.values()):
         why.append("every view Gaussian (the other likelihoods' terms are Monte Carlo estimates)")
-    if not (isinstance(est.latent_prior, GraphLaplacianPrior) or
-            isinstance(est.latent_prior, str) and est.latent_prior == "normal"):
+    if not (model.latent_prior is None and model.time_scale_tril is None):
         why.append("latent_prior='normal' or a GraphLaplacianPrior (the KL of the others may be a Monte Carlo "
                    "estimate)")
     if est.natural_gradient_lr is None:
@@ -176,7 +200,6 @@ def train_lbfgs(est) -> None:
     ngd = NGD(natural, num_data=1, lr=1.0)  # one step of size 1: the optimal q(u) of a Gaussian view
     idx = torch.arange(N, device=model.q_x.mean.device)
     history: list[float] = []
-    budget = int(est.max_epochs)
     bar = tqdm(total=budget, desc=est._method, disable=not est.progress, leave=False)
 
     def negative_elbo():
@@ -202,7 +225,7 @@ def train_lbfgs(est) -> None:
     # torch's tolerance on the change of the loss is absolute: 1e-9 of the ELBO's size at the start
     tolerance = 1e-9 * max(abs(negative_elbo().item()), 1.0) if budget else 0.0
     converged = False
-    warmup = min(int(est.warmup_epochs), budget - 1) if budget else 0
+    warmup = min(0 if continued else int(est.warmup_epochs), budget - 1) if budget else 0
     # the likelihoods' parameters (the noise) held for the warm-up, as MRD's warm-up; L-BFGS restarted with
     # a fresh memory whenever it stops early (a stale curvature pair can give a non-descent direction),
     # until a restart no longer improves the ELBO by more than the tolerance
@@ -229,21 +252,19 @@ def train_lbfgs(est) -> None:
     for p in model.parameters():
         p.grad = None
     est.natural_gradient_lr_, est.natural_gradient_halvings_ = 1.0, 0  # q(u) set to its optimum, never halved
-    est.elbo_history_ = np.asarray(history)
-    est.n_epochs_ = len(history)
-    est.converged_ = converged
+    _finish(est, history, converged, continued)
     if not converged:
         warnings.warn(f"{est._method} (optimizer='lbfgs') stopped at max_epochs={budget} ELBO evaluations before "
-                      "L-BFGS converged; increase max_epochs", ConvergenceWarning, stacklevel=4)
+                      "L-BFGS converged; increase max_epochs", ConvergenceWarning, stacklevel=5)
 
 
 def normalise_latent(est) -> None:
     """Shift and scale each latent dimension (with the inducing inputs and the kernels) to where the KL to
     N(0, I) is smallest at the same likelihood (:func:`~bayesalign.gp.kernels.normalise_latent_symmetries`;
-    the whitened q(u) stays valid since K_uu is unchanged). Only under the standard normal prior and with no
+    the whitened q(u) stays valid since K_uu is unchanged). Only under the standard normal prior in force and with no
     registered kernel prior (both would change); as the collapsed engine does at every L-BFGS restart."""
     model = est.model_
-    if not (isinstance(est.latent_prior, str) and est.latent_prior == "normal"):
+    if not standard_normal_prior(model):
         return
     if any(True for gp in model.gps for _ in gp.covar_module.named_priors()):
         return
@@ -289,3 +310,5 @@ def collapsed_elbo(est) -> float:
                     p.copy_(value)
             for p in model.parameters():
                 p.grad = None
+            for gp in model.gps:  # GPyTorch's memo of q(u) holds the stepped one
+                gp.variational_strategy._clear_cache()
