@@ -155,3 +155,34 @@ def test_ctrl_c_while_the_command_starts_exits_130_and_writes_nothing(tmp_path, 
     assert said == ["bayesalign: interrupted; no output written"] or \
         said == ["bayesalign align: interrupted; no output written"], said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv", "pairs.csv"]
+
+
+def test_sparse_sinkhorn_recentres_underflowing_potentials_and_goes_on_in_the_scaling_form(monkeypatch):
+    # a cold temperature (a tenth of the median nearest cost): from the start f_i = min_j C_ij, a column far from
+    # every row's nearest candidate has kernel entries that all underflow. One log-domain sweep re-centres them and
+    # the scaling form goes on; the fixed point is the one the log domain alone reaches, and dense Sinkhorn's
+    from bayesalign.matching import entropic
+
+    monkeypatch.setattr(matcher, "DENSE_SINKHORN_MAX", 0)
+    a, b = _packed_beside_spread(0)
+    C = mean_distance_cost(a, b)
+    T = 0.1 * float(np.median(C.min(1)))
+    calls = []
+    log_sweeps = entropic._SparseSinkhorn.solve_log
+
+    def counted(self, temp, f, g, stage_tol, budget):
+        out = log_sweeps(self, temp, f, g, stage_tol, budget)
+        calls.append(out[2])
+        return out
+
+    monkeypatch.setattr(entropic._SparseSinkhorn, "solve_log", counted)
+    P = matcher.sinkhorn_probabilities(C, T, None, a, b)
+    assert calls and max(calls) == 1  # re-centring sweeps only: no stage finished in the log domain
+    monkeypatch.setattr(entropic, "_LOG_RESETS", 0)  # every stuck stage in the log domain
+    calls.clear()
+    P_log = matcher.sinkhorn_probabilities(C, T, None, a, b)
+    assert max(calls) > 1
+    dense = sinkhorn(C, temperature=T, tol=1e-3, n_iter=50_000).marginals
+    # 5e-3: each solve stops at a column error of 1e-3, which moves a marginal by a few times that
+    np.testing.assert_allclose(P.toarray() if hasattr(P, "toarray") else P, dense, atol=5e-3)
+    np.testing.assert_allclose(P_log.toarray() if hasattr(P_log, "toarray") else P_log, dense, atol=5e-3)

@@ -27,6 +27,9 @@ _STAGE_TOL = 1e-2
 _CHECK_EVERY = 10
 #: Sparse Sinkhorn's scalings u, v are folded into its potentials once one leaves [1 / this, this].
 _ABSORB_BELOW_ABOVE = 1e50
+#: Log-domain sweeps a stage of the sparse solver may take to re-centre potentials whose kernel underflowed before
+#: it finishes in the log domain.
+_LOG_RESETS = 20
 
 
 class SinkhornResult(NamedTuple):
@@ -356,7 +359,8 @@ class _SparseSinkhorn:
         (f += T log u, g += T log v, K recomputed) once either leaves [1 / ``_ABSORB_BELOW_ABOVE``,
         ``_ABSORB_BELOW_ABOVE``]. From the same potentials these are the log-domain sweeps' iterates (:meth:`solve_log`)
         in exact arithmetic, at two sparse products a sweep instead of two segmented log-sum-exps; where a row's or
-        column's kernel entries all underflow (a scaling would be infinite) the stage goes on in the log domain.
+        column's kernel entries all underflow (a scaling would be infinite) one log-domain sweep re-centres the
+        potentials and the scaling form goes on (after ``_LOG_RESETS`` of them, the stage ends in the log domain).
         """
         given = f is not None
         if f is None:  # f_i = min_j C_ij: every kernel entry at most 1, each row's largest exactly 1
@@ -372,6 +376,24 @@ class _SparseSinkhorn:
             top[self.by_row.present] = np.maximum.reduceat(
                 ((f[self.ei] + g[self.ej] - self.cost) / temp)[self.by_row.order], self.by_row.starts)
             f -= temp * np.where(top > np.log(_ABSORB_BELOW_ABOVE), top, 0.0)
+        sweeps, resets = 0, 0
+        while True:
+            f, g, done, stuck = self._scaling_sweeps(temp, f, g, stage_tol, budget - sweeps)
+            sweeps += done
+            if not stuck or sweeps >= budget:
+                break
+            if resets == _LOG_RESETS:  # the scaling form keeps underflowing: the rest in the log domain
+                f, g, more = self.solve_log(temp, f, g, stage_tol, budget - sweeps)
+                return f, g, sweeps + more
+            # one log-domain sweep re-centres the potentials (every row and column then has kernel mass), and the
+            # scaling form goes on from them
+            f, g, more = self.solve_log(temp, f, g, stage_tol, 1)
+            sweeps, resets = sweeps + more, resets + 1
+        return f, g, sweeps
+
+    def _scaling_sweeps(self, temp, f, g, stage_tol, budget):
+        """Scaling sweeps of :meth:`solve` from potentials f, g: (f, g, sweeps, stuck), stuck when a row's or
+        column's kernel entries all underflowed (the potentials are those of the last finite scalings)."""
         K, KT = self._kernels(f, g, temp)
         u, v = np.ones(self.a.size), np.ones(self.b.size)
         sweeps, stuck = 0, False
@@ -394,11 +416,7 @@ class _SparseSinkhorn:
                 f, g = f + temp * np.log(u), g + temp * np.log(v)
                 u, v = np.ones_like(u), np.ones_like(v)
                 K, KT = self._kernels(f, g, temp)
-        f, g = f + temp * np.log(u), g + temp * np.log(v)
-        if stuck:
-            f, g, more = self.solve_log(temp, f, g, stage_tol, budget - sweeps)
-            sweeps += more
-        return f, g, sweeps
+        return f + temp * np.log(u), g + temp * np.log(v), sweeps, stuck
 
     def solve_log(self, temp, f, g, stage_tol, budget):
         """Log-domain sweeps at temperature ``temp`` from potentials f, g (cost units; None: zero) until the
