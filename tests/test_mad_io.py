@@ -75,6 +75,18 @@ def test_a_loaded_mad_aligns_exactly_as_the_fitted_one(fitted, tmp_path):
         assert all(data[key].dtype != object for key in data.files)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_mad_fitted_with_the_stochastic_engine_loads_and_aligns_exactly_as_fitted(tmp_path):
+    problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=10).shuffle_unaligned(seed=0)
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, engine="svi", engine_options={"max_epochs": 15}).fit(problem)
+    path = tmp_path / "mad_svi.npz"
+    ba.mad.save(mad, path)
+    loaded = ba.mad.load(path)
+    assert type(loaded.model_) is type(mad.model_) and loaded.get_params() == mad.get_params()
+    _assert_aligns_the_same(loaded, mad)
+    np.testing.assert_array_equal(loaded.cost_matrix()[2], mad.cost_matrix()[2])
+
+
 def test_corrupt_or_foreign_files_are_named(fitted, tmp_path):
     _, mad = fitted
     truncated = tmp_path / "truncated.npz"

@@ -2,7 +2,7 @@
 
 The file holds what :meth:`bayesalign.MAD.align` and the streaming matcher need: the problem it
 was fitted on (views, anchors, truth, labels, label prior), the training groups, the posteriors of the rows
-being aligned, the shared dimensions, the discovered pairs, and the collapsed MRD itself (its own
+being aligned, the shared dimensions, the discovered pairs, and the engine's model itself (MRD or StochasticMRD, its own
 model file, :func:`bayesalign.gp.model_file.save_model`, stored as bytes). Loading reads arrays with
 ``allow_pickle=False`` and builds objects from a fixed list of types, so a file cannot make the
 loader run code.
@@ -94,8 +94,6 @@ def save(model, path) -> None:
     if not isinstance(model, MAD):
         raise TypeError(f"save writes a MAD or a MADEnsemble, got {type(model).__name__}")
     model._check_fitted()
-    if model.engine != "collapsed":
-        raise ValueError("only MAD fitted with the collapsed engine can be saved (engine='collapsed')")
     params = model.get_params(deep=False)
     if not isinstance(params["kernel"], str):
         raise TypeError(f"only a MAD whose kernel was given by name can be saved; this one has "
@@ -118,7 +116,7 @@ def save(model, path) -> None:
         discovered[k] = [a, b]
         for key, value in found.items():
             arrays[f"discovered/{k}/{key}"] = np.asarray(value)
-    with tempfile.TemporaryDirectory() as folder:  # the MRD's own file, kept whole inside this one
+    with tempfile.TemporaryDirectory() as folder:  # the engine model's own file, kept whole inside this one
         inner = Path(folder) / "mrd.npz"
         save_model(model.model_, inner)
         arrays["mrd"] = np.frombuffer(inner.read_bytes(), dtype=np.uint8)
