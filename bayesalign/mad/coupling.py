@@ -12,10 +12,10 @@ with C the latent match cost of MAD's posteriors divided by the probabilities' t
 It is the entropic fused Gromov-Wasserstein problem of Vayer et al. (2019) with POT's weights
 :math:`\alpha = \gamma / (1 + \gamma)`, :math:`\epsilon = 1 / (1 + \gamma)`, M = C, solved by the same projected
 mirror descent (Peyre, Cuturi & Solomon 2016): each step a Sinkhorn projection of the cost linearised at the
-current coupling, here in the log domain (POT's ``sinkhorn_log``), since a latent cost spans more nats than the
-plain kernel can hold. Anchor pairs are pinned: an anchor row's cost is 0 at its partner and larger than any
-other entry can reach elsewhere, so its mass stays there and the structure term compares every unaligned row's
-geodesic distances to the anchors with its candidates'.
+current coupling, here POT's stabilised Sinkhorn warm-started from the step before, since a latent cost spans
+more nats than the plain kernel can hold. Anchor pairs are pinned: an anchor row's cost is 0 at its partner and
+larger than any other entry can reach elsewhere, so its mass stays there and the structure term compares every
+unaligned row's geodesic distances to the anchors with its candidates'.
 
 :func:`coupling_edges` turns q(P) into the soft edges entities x entities that the graph prior of the all-rows
 model takes (:meth:`bayesalign.MAD.refit` with ``extra_edges``), so that each unaligned row is drawn toward its
@@ -55,8 +55,19 @@ def _pinned_cost(C, pinned_a, pinned_b, geometry: float) -> np.ndarray:
     return M
 
 
+def _sinkhorn(mass_a, mass_b, M, n_iter: int, tol: float, warm=None):
+    """The Sinkhorn projection at unit temperature, (P, its log potentials for a warm start): POT's stabilised
+    Sinkhorn (Schmitzer 2019), which absorbs large scalings into log potentials, so a cost spanning many nats
+    underflows to 0 and never to NaN."""
+    import ot
+
+    P, log = ot.bregman.sinkhorn_stabilized(mass_a, mass_b, M, 1.0, numItermax=int(n_iter), stopThr=tol * 1e-3,
+                                            warmstart=warm, warn=False, log=True)
+    return P, (log["logu"], log["logv"])
+
+
 def coupling_posterior(C, A=None, B=None, geometry: float = GEOMETRY, pinned=None, mass_a=None, mass_b=None,
-                       init=None, n_outer: int = 50, n_inner: int = 500, tol: float = 1e-6):
+                       init=None, n_outer: int = 30, n_inner: int = 300, tol: float = 1e-6):
     r"""q(P) of the module docstring: ``(P, converged)``, P (n_a, n_b) summing to 1 with marginals ``mass_a`` and
     ``mass_b``.
 
@@ -80,8 +91,6 @@ def coupling_posterior(C, A=None, B=None, geometry: float = GEOMETRY, pinned=Non
         Mirror-descent steps at most, Sinkhorn sweeps per step, and the change of P (Frobenius norm) that stops
         them.
     """
-    import ot
-
     C = np.asarray(C, dtype=np.float64)
     n_a, n_b = C.shape
     geometry = float(geometry)
@@ -101,8 +110,7 @@ def coupling_posterior(C, A=None, B=None, geometry: float = GEOMETRY, pinned=Non
     mass_b = np.full(n_b, 1.0 / n_b) if mass_b is None else np.asarray(mass_b, np.float64)
     M = _pinned_cost(C, pinned_a, pinned_b, geometry)
     if geometry == 0:
-        return ot.sinkhorn(mass_a, mass_b, M, 1.0, method="sinkhorn_log", numItermax=n_inner * n_outer,
-                           stopThr=tol * 1e-3, warn=False), True
+        return _sinkhorn(mass_a, mass_b, M, n_inner * n_outer, tol)[0], True
     from ot.gromov import gwggrad, init_matrix
 
     constC, hA, hB = init_matrix(np.asarray(A, np.float64), np.asarray(B, np.float64), mass_a, mass_b)
@@ -110,10 +118,7 @@ def coupling_posterior(C, A=None, B=None, geometry: float = GEOMETRY, pinned=Non
     warm, converged = None, False
     for _ in range(int(n_outer)):
         # the cost linearised at P: C + gamma * dGW/dP (gwggrad: 2 sum_kl (A_ik - B_jl)^2 P_kl)
-        P_new, log = ot.sinkhorn(mass_a, mass_b, M + geometry * gwggrad(constC, hA, hB, P), 1.0,
-                                 method="sinkhorn_log", numItermax=n_inner, stopThr=tol * 1e-3, warn=False,
-                                 log=True, warmstart=warm)
-        warm = (log["log_u"], log["log_v"])
+        P_new, warm = _sinkhorn(mass_a, mass_b, M + geometry * gwggrad(constC, hA, hB, P), n_inner, tol, warm)
         change, P = float(np.linalg.norm(P_new - P)), P_new
         if change < tol:
             converged = True
