@@ -111,7 +111,7 @@ def test_coupling_edges_join_each_unaligned_row_to_its_most_probable_partners():
 def test_q_p_rounds_never_leave_the_anchors_aligned_worse_than_the_first_fit(monkeypatch):
     problem = ba.datasets.mad_toy("linear_shared", seed=0, n_anchors=12).shuffle_unaligned(seed=0)
     monkeypatch.setattr(refinement, "ROUNDS", 2)
-    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, engine_options={"max_iter": 120}).fit(problem)
+    mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, engine_options={"max_iter": 80}).fit(problem)
     history = mad.correspondence_history_
     assert history[0]["round"] == 0 and len(history) >= 2
     first = history[0]["anchor_foscttm"]
