@@ -10,10 +10,12 @@ anchors (``split_anchors(0.1, seed=s)``, s = 0 .. seeds - 1; mean over the draws
 - ``fused GW``: :class:`bayesalign.transport.FusedGromovWassersteinAlignment` at its defaults with the anchors;
 - ``MAD fit``: ``ba.MAD(seed=0, engine_options={"max_iter": 300})``, its first fit only (no rounds);
 - ``MAD q(P)``: the same fit and the rounds of :mod:`bayesalign.mad.refinement`;
+- ``by C``: the first fit and MAD q(P) with partners ranked by MAD's match cost (the likelihood cost its matchers
+  read) rather than by Euclidean distance between the embedding's means, and ``by P``: ranked by q(P) itself;
 - ``main``: with ``--main PATH`` (a tree holding another version of the ``bayesalign`` package, e.g. from
   ``git archive main bayesalign | tar -x -C PATH``), MAD at the same settings fitted by that version, in a child
   process (or PATH a file of the JSON lines ``--worker`` printed under that version);
-- ``ratio``: MAD q(P) over the better of GW and fused GW (the target: at most 0.8);
+- ``ratio``: MAD q(P) (by its cost) over the better of GW and fused GW (the target: at most 0.8);
 - ``ECE``: of MAD q(P)'s Hungarian pairs (:func:`bayesalign.metrics.expected_calibration_error` on the truth),
   with the probabilities tempered on the anchors (``align()``) and with q(P)'s row-normalised marginals.
 - ``oracle``: with ``--oracle``, the rounds' edges from the true coupling (every unaligned row joined to its true
@@ -49,15 +51,33 @@ MAD_SETTINGS = {"seed": 0, "engine_options": {"max_iter": 300}}
 
 def problems(quick: bool, names=None) -> dict:
     n = 150 if quick else 300
-    out = {f"mmdma {kind}": (lambda kind=kind: ba.datasets.mmdma_simulation(kind, n_samples=n, seed=0))
-           for kind in ba.datasets.MMDMA_KINDS}
-    out["single-cell sim"] = lambda: ba.datasets.single_cell_simulation(n, n_genes=500, n_peaks=1000, seed=0)
-    out["mocap"] = ba.datasets.mocap
+    out = {"single-cell sim": lambda: ba.datasets.single_cell_simulation(n, n_genes=500, n_peaks=1000, seed=0),
+           "mocap": ba.datasets.mocap}
+    out.update({f"mmdma {kind}": (lambda kind=kind: ba.datasets.mmdma_simulation(kind, n_samples=n, seed=0))
+                for kind in ba.datasets.MMDMA_KINDS})
     return {name: make() for name, make in out.items() if not names or name in names}
 
 
 def score(embedding, problem) -> float:
     return foscttm(embedding, problem, views=problem.views.names)
+
+
+def ranked(mad, problem) -> tuple[float, float]:
+    """FOSCTTM of the unaligned rows with partners ranked by MAD's match cost (what its matchers read), and by
+    q(P)."""
+    from bayesalign.mad.coupling import mad_coupling
+    from bayesalign.transport import coupling_rank
+
+    a, b = problem.views.names
+    rows_a, rows_b, C = mad.cost_matrix(a, b)
+    truth = problem.truth_between(a, b)
+    pos_a, pos_b = {int(r): i for i, r in enumerate(rows_a)}, {int(r): j for j, r in enumerate(rows_b)}
+    pairs = [(pos_a[int(i)], pos_b[int(j)]) for i, j in zip(truth.index_a, truth.index_b)
+             if int(i) in pos_a and int(j) in pos_b]
+    ia, ib = (np.array(x, np.int64) for x in zip(*pairs))
+    by_cost = foscttm(C, ba.Correspondence((a, b), ia, ib))
+    P = mad_coupling(mad, a, b)[0][np.ix_(rows_a, rows_b)]
+    return by_cost, coupling_rank(P, ia, ib)
 
 
 @contextlib.contextmanager
@@ -164,7 +184,8 @@ def main_results(path, names, seeds, quick) -> dict:
 def with_anchors(all_problems, seeds, reference, oracle) -> None:
     from bayesalign.transport import FusedGromovWassersteinAlignment, GromovWassersteinAlignment
 
-    header = (f"{'problem':<16} | {'GW':>5} {'fused':>5} | {'fit':>5} {'q(P)':>5} {'main':>5} "
+    header = (f"{'problem':<16} | {'GW':>5} {'fused':>5} | {'fit':>5} {'q(P)':>5} {'main':>5} | "
+              f"{'fit C':>5} {'qP C':>5} {'by P':>5} "
               f"{'oracle':>6} | {'ratio':>5} | {'ECE T':>5} {'ECE P':>5} {'main':>5} | "
               f"{'s GW':>5} {'s fGW':>5} {'s fit':>5} {'s q(P)':>6} {'s main':>6}")
     print("10% anchors (FOSCTTM of the unaligned rows, mean over the anchor draws; seconds per draw)")
@@ -177,7 +198,8 @@ def with_anchors(all_problems, seeds, reference, oracle) -> None:
             warnings.simplefilter("ignore")
             gw = GromovWassersteinAlignment().fit(problem)
         t_gw = time.perf_counter() - start
-        row = {k: [] for k in ("gw", "fgw", "fit", "qp", "oracle", "ece_t", "ece_p", "t_fgw", "t_fit", "t_qp")}
+        row = {k: [] for k in ("gw", "fgw", "fit", "qp", "oracle", "ece_t", "ece_p", "t_fgw", "t_fit", "t_qp",
+                               "fit_c", "qp_c", "qp_p")}
         for d in draws:
             row["gw"].append(score(gw.embedding_, d))
             start = time.perf_counter()
@@ -190,6 +212,10 @@ def with_anchors(all_problems, seeds, reference, oracle) -> None:
             row["fit"].append(score(mad.embedding_, d))
             refined, t_qp = rounds(mad)
             row["qp"].append(score(refined.embedding_, d))
+            row["fit_c"].append(ranked(mad, d)[0])
+            by_cost, by_coupling = ranked(refined, d)
+            row["qp_c"].append(by_cost)
+            row["qp_p"].append(by_coupling)
             row["t_fit"].append(t_fit)
             row["t_qp"].append(t_fit + t_qp)
             tempered, marginal = calibration(refined, d)
@@ -208,8 +234,9 @@ def with_anchors(all_problems, seeds, reference, oracle) -> None:
         main_fos = np.mean([r["foscttm"] for r in ref]) if ref else np.nan
         main_ece = np.mean([r["ece"] for r in ref]) if ref else np.nan
         main_s = np.mean([r["seconds"] for r in ref]) if ref else np.nan
-        ratio = m["qp"] / max(min(m["gw"], m["fgw"]), 1e-12)
-        print(f"{name:<16} | {m['gw']:.3f} {m['fgw']:.3f} | {m['fit']:.3f} {m['qp']:.3f} {main_fos:.3f} "
+        ratio = m["qp_c"] / max(min(m["gw"], m["fgw"]), 1e-12)
+        print(f"{name:<16} | {m['gw']:.3f} {m['fgw']:.3f} | {m['fit']:.3f} {m['qp']:.3f} {main_fos:.3f} | "
+              f"{m['fit_c']:.3f} {m['qp_c']:.3f} {m['qp_p']:.3f} "
               f"{m['oracle']:6.3f} | {ratio:5.2f} | {m['ece_t']:.3f} {m['ece_p']:.3f} {main_ece:.3f} | "
               f"{t_gw:5.0f} {m['t_fgw']:5.0f} {m['t_fit']:5.0f} {m['t_qp']:6.0f} {main_s:6.0f}", flush=True)
 
