@@ -9,7 +9,9 @@ to its ``NEIGHBORS`` most probable partners under q(P) by edges of their probabi
 .. math:: p(X) = N(0, (I + \lambda (L + L_P))^{-1}),
 
 so that a probable partner counts like a within-view neighbour. Priors that differ make the rounds' bounds
-incomparable, so a round is judged on the anchors: it is kept when the FOSCTTM of the re-inferred anchor pairs
+incomparable, so a round is judged on the anchors: it is kept when the FOSCTTM of the anchor pairs held out of
+continuations of the fit (:func:`bayesalign.mad.anchors.held_out_anchors`: placed by their own views under the
+round's graph prior, as the unaligned rows are, which anchors re-inferred from one view alone would not feel)
 among the unaligned rows is lower than the best so far; the rounds stop at the first that is not, or after
 ``ROUNDS``. They run on the collapsed all-rows model with the graph prior, at least ``MIN_CALIBRATION_PAIRS``
 anchor pairs between the first two views and at most ``MAX_COUPLING_ROWS`` rows in each (q(P) is dense).
@@ -79,8 +81,8 @@ def refine_correspondences(mad) -> None:
     truth = truth_pairs(problem, a, b)
     n_entities, rows = mad.entities_
 
-    def score():
-        return anchor_foscttm(mad.anchor_pool(a, b), mad.cost, (a, b))
+    def score():  # held out of continuations of the fit: placed under the round's graph prior, as unaligned rows are
+        return anchor_foscttm(mad.anchor_pool(a, b, held_out=True), mad.cost, (a, b))
 
     best_score, best = score(), vars(mad).copy()
     P, rows_a, rows_b, converged, structures = mad_coupling(mad, a, b)
