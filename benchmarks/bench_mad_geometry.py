@@ -9,7 +9,8 @@ anchors (``split_anchors(0.1, seed=s)``, s = 0 .. seeds - 1; mean over the draws
 - ``GW``: :class:`bayesalign.transport.GromovWassersteinAlignment` at its defaults, no anchor (one fit);
 - ``fused GW``: :class:`bayesalign.transport.FusedGromovWassersteinAlignment` at its defaults with the anchors;
 - ``MAD fit``: ``ba.MAD(seed=0, engine_options={"max_iter": 300})``, its first fit only (no rounds);
-- ``MAD q(P)``: the same fit and the rounds of :mod:`bayesalign.mad.refinement`;
+- ``MAD q(P)``: the same fit and ``ROUNDS`` rounds of :mod:`bayesalign.mad.refinement` (which fits none by
+  default);
 - ``by C``: the first fit and MAD q(P) with partners ranked by MAD's match cost (the likelihood cost its matchers
   read) rather than by Euclidean distance between the embedding's means, and ``by P``: ranked by q(P) itself;
 - ``main``: with ``--main PATH`` (a tree holding another version of the ``bayesalign`` package, e.g. from
@@ -47,6 +48,8 @@ import bayesalign as ba
 from bayesalign.metrics import expected_calibration_error, foscttm
 
 MAD_SETTINGS = {"seed": 0, "engine_options": {"max_iter": 300}}
+#: Rounds of q(P) and q(X) of the ``MAD q(P)`` column (``refinement.ROUNDS`` for the run).
+ROUNDS = 3
 
 
 def problems(quick: bool, names=None) -> dict:
@@ -108,7 +111,7 @@ def rounds(mad):
 
     mad = copy.deepcopy(mad)
     start = time.perf_counter()
-    with warnings.catch_warnings():
+    with constants(refinement, ROUNDS=ROUNDS), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         refinement.refine_correspondences(mad)
     return mad, time.perf_counter() - start
