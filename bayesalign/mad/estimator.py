@@ -75,9 +75,10 @@ class MAD(PosteriorAligner, BaseEstimator):
     or the paper's D** (``cost="mean"``: squared distances between the means), and matched by
     :meth:`~bayesalign.mad.posteriors.PosteriorAligner.align` (Hungarian, the paper's myopic rule, or the
     expected-accuracy matching under Sinkhorn marginals). The probabilities are the Sinkhorn marginals of
-    exp(-C / T), T fitted on the anchor pairs (:mod:`bayesalign.mad.calibration`). With anchors, one soft
-    correspondence round follows the fit (:mod:`bayesalign.mad.refinement`); with none, the fit starts from
-    unsupervised pairs and self-trains (:mod:`bayesalign.mad.zero_anchor`).
+    exp(-C / T), T fitted on the anchor pairs (:mod:`bayesalign.mad.calibration`). With anchors,
+    ``refinement.ROUNDS`` rounds of q(P), a posterior over the matching, and q(X) follow the fit (none by default;
+    :mod:`bayesalign.mad.refinement`); with none,
+    the fit starts from unsupervised pairs and self-trains (:mod:`bayesalign.mad.zero_anchor`).
 
     Parameters
     ----------
@@ -198,9 +199,10 @@ class MAD(PosteriorAligner, BaseEstimator):
     def fit(self, problem: AlignmentProblem, y=None) -> MAD:
         """Fit the model on ``problem`` (views, anchors; the truth is only reported) and its posteriors.
 
-        With anchors: the fit, then (collapsed, all rows, the graph prior, enough anchors to judge it) one soft
-        correspondence round kept only if the anchors align better under it. Without anchors (two views): the
-        unsupervised candidates' fits, each self-trained, the best supported kept (:mod:`bayesalign.mad.zero_anchor`).
+        With anchors: the fit, then (collapsed, all rows, the graph prior, enough anchors to judge it)
+        ``refinement.ROUNDS`` rounds of q(P) and q(X), each kept only if the anchors align better under it.
+        Without anchors (two views): the unsupervised candidates' fits, each self-trained, the best supported kept
+        (:mod:`bayesalign.mad.zero_anchor`).
         """
         self._check_params()
         groups = _anchor_groups(problem, self.engine)

@@ -1,16 +1,20 @@
-r"""Soft correspondences as inference: rounds that join each unaligned row to its probable partners and refit.
+r"""Correspondence as inference: q(P) and q(X) in turn, each round judged on the anchors.
 
-Round r (EM-style): (E) P = the Sinkhorn match marginals of the current posteriors at the posterior temperature;
+Round r: (E) q(P), the coupling between the first two views' rows of :mod:`bayesalign.mad.coupling` (the latent
+match cost of the current posteriors at the anchors' temperature and the views' geometric agreement, a fused
+Gromov-Wasserstein term on their geodesic distances, the anchor pairs pinned), started from the previous round's;
 (M) the all-rows model refitted from its current q(X) means under the graph prior with every unaligned row joined
-to its ``NEIGHBORS`` most probable partners in the other view by edges of weight P,
+to its ``NEIGHBORS`` most probable partners under q(P) by edges of their probability,
 
 .. math:: p(X) = N(0, (I + \lambda (L + L_P))^{-1}),
 
 so that a probable partner counts like a within-view neighbour. Priors that differ make the rounds' bounds
-incomparable, so a round is judged on the anchors: it is kept when the FOSCTTM of the re-inferred anchor pairs
-among the unaligned rows is lower than the best so far. The rounds stop at the first that is not, after
-``ROUNDS``, or when fewer than 1% of the Hungarian pairs changed. They run on the collapsed all-rows model with
-the graph prior and at least ``MIN_CALIBRATION_PAIRS`` anchor pairs between the first two views.
+incomparable, so a round is judged on the anchors: it is kept when the FOSCTTM of the anchor pairs held out of
+continuations of the fit (:func:`bayesalign.mad.anchors.held_out_anchors`: placed by their own views under the
+round's graph prior, as the unaligned rows are, which anchors re-inferred from one view alone would not feel)
+among the unaligned rows is lower than the best so far; the rounds stop at the first that is not, or after
+``ROUNDS``. They run on the collapsed all-rows model with the graph prior, at least ``MIN_CALIBRATION_PAIRS``
+anchor pairs between the first two views and at most ``MAX_COUPLING_ROWS`` rows in each (q(P) is dense).
 """
 
 from __future__ import annotations
@@ -19,16 +23,17 @@ import time
 
 import numpy as np
 
-from ..matching import posterior_assignment, posterior_marginals, posterior_temperature
 from .calibration import MIN_CALIBRATION_PAIRS
+from .coupling import NEIGHBORS, coupling_edges, mad_coupling
 from .posteriors import anchor_foscttm
 
-__all__ = ["NEIGHBORS", "ROUNDS", "refine_correspondences", "truth_pairs"]
+__all__ = ["MAX_COUPLING_ROWS", "NEIGHBORS", "ROUNDS", "refine_correspondences", "truth_pairs"]
 
-#: Rounds of soft correspondence after the first fit.
-ROUNDS = 1
-#: Partners per row (each way) that a round joins it to.
-NEIGHBORS = 5
+#: Rounds of q(P) and q(X) after the first fit (0: none; the fit's q(X) is kept as it is). None by default: on the
+#: benchmarks of ``benchmarks/bench_mad_geometry.py`` the rounds the anchors kept aligned the other rows worse.
+ROUNDS = 0
+#: Rows of each view beyond which no round runs: q(P) is an (n_a, n_b) coupling with (n_v, n_v) structure matrices.
+MAX_COUPLING_ROWS = 3000
 
 
 def truth_pairs(problem, a: str, b: str) -> set[tuple[int, int]] | None:
@@ -42,69 +47,32 @@ def truth_pairs(problem, a: str, b: str) -> set[tuple[int, int]] | None:
     return set(zip(truth.index_a.tolist(), truth.index_b.tolist()))
 
 
-def pairs_accuracy(pairs, truth) -> float | None:
-    """Fraction of the pairs that are true (None without truth or pairs)."""
-    if truth is None or not pairs:
+def coupling_accuracy(P, rows_a, truth) -> float | None:
+    """Fraction of the unaligned rows of a with a true partner whose most probable partner under P is it (None
+    without truth)."""
+    if truth is None:
         return None
-    return sum(pair in truth for pair in pairs) / len(pairs)
-
-
-def _top_k_per_row(P, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, columns, values) of the k largest positive entries of every row of a CSR matrix."""
-    heads, tails, values = [], [], []
-    for i in range(P.shape[0]):
-        lo, hi = P.indptr[i], P.indptr[i + 1]
-        data = P.data[lo:hi]
-        top = np.argsort(-data, kind="stable")[:k]
-        top = top[data[top] > 0]
-        heads.append(np.full(top.size, i))
-        tails.append(P.indices[lo:hi][top])
-        values.append(data[top])
-    if not heads:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return np.concatenate(heads).astype(np.int64), np.concatenate(tails).astype(np.int64), np.concatenate(values)
-
-
-def correspondence_edges(mad, edges: bool = True) -> tuple:
-    """(W, pairs): the soft correspondences as graph weights, sparse symmetric (n_entities, n_entities), every
-    unaligned row joined to its ``NEIGHBORS`` most probable partners (each way, for every pair of views sharing a
-    dimension), weighted by P (None with ``edges=False``); and the Hungarian pairs of the first two views."""
-    import scipy.sparse as sp
-
-    n_entities, rows = mad.entities_
-    names = mad.problem_.views.names
-    weights, pairs = sp.csr_matrix((n_entities, n_entities)), None
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            if len(mad.shared_dims(a, b)) == 0 or (not edges and pairs is not None):
-                continue
-            p = mad.posteriors(a, b)
-            if pairs is None:  # the optimal assignment of the first two views, as align() finds it
-                found = posterior_assignment(mad.cost, p.mean_a, p.var_a, p.mean_b, p.var_b)
-                pairs = set(zip(p.rows_a[found.index_a].tolist(), p.rows_b[found.index_b].tolist()))
-            if not edges:
-                continue
-            P = posterior_marginals(mad.cost, p.mean_a, p.var_a, p.mean_b, p.var_b,
-                                    posterior_temperature(mad.cost, p.var_a, p.var_b))
-            entity_a, entity_b = rows[a][p.rows_a], rows[b][p.rows_b]  # the entity of each candidate row
-            for M, heads_of, tails_of in ((P, entity_a, entity_b), (P.T.tocsr(), entity_b, entity_a)):
-                heads, tails, mass = _top_k_per_row(M, NEIGHBORS)
-                W = sp.coo_matrix((mass, (heads_of[heads], tails_of[tails])), shape=(n_entities, n_entities)).tocsr()
-                weights = weights.maximum(W).maximum(W.T)
-    return (weights.tocsr() if edges else None), pairs
+    partner = dict(truth)
+    held = [int(i) for i in rows_a if int(i) in partner]
+    if not held:
+        return None
+    best = np.asarray(P)[held].argmax(axis=1)
+    return float(np.mean([partner[i] == int(j) for i, j in zip(held, best)]))
 
 
 def _applies(mad) -> bool:
     a, b = mad.problem_.views.names[:2]
-    return (mad.engine == "collapsed" and mad.training == "all_rows" and mad.latent_prior_ == "graph"
+    n = mad.problem_.views.n_samples
+    return (ROUNDS > 0 and mad.engine == "collapsed" and mad.training == "all_rows" and mad.latent_prior_ == "graph"
             and len(mad.problem_.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
-            and len(mad.shared_dims(a, b)) > 0)
+            and len(mad.shared_dims(a, b)) > 0 and max(n[a], n[b]) <= MAX_COUPLING_ROWS)
 
 
 def refine_correspondences(mad) -> None:
     """Run the rounds on a fitted MAD where they apply (see the module docstring), keep the best judged state;
-    ``correspondence_history_`` lists every round (round 0 is the first fit), ``correspondence_rounds_`` how many
-    were asked for."""
+    ``correspondence_history_`` lists every round (round 0 is the first fit: its ``anchor_foscttm``, ``elbo``,
+    ``accuracy`` of q(P)'s most probable partners where the problem has truth, whether q(P)'s mirror descent
+    ``converged``, and whether it was ``kept``), ``correspondence_rounds_`` how many were asked for."""
     if not _applies(mad):
         return
     start = time.perf_counter()
@@ -112,30 +80,31 @@ def refine_correspondences(mad) -> None:
     problem = mad.problem_
     a, b = problem.views.names[:2]
     truth = truth_pairs(problem, a, b)
+    n_entities, rows = mad.entities_
 
-    def score():
-        return anchor_foscttm(mad.anchor_pool(a, b), mad.cost, (a, b))
+    def score():  # held out of continuations of the fit: placed under the round's graph prior, as unaligned rows are
+        return anchor_foscttm(mad.anchor_pool(a, b, held_out=True), mad.cost, (a, b))
 
     best_score, best = score(), vars(mad).copy()
-    edges, pairs = correspondence_edges(mad)
-    history = [{"round": 0, "elbo": float(mad.model_.elbo()), "anchor_foscttm": best_score, "changed": None,
-                "accuracy": pairs_accuracy(pairs, truth), "kept": True}]
+    P, rows_a, rows_b, converged, structures = mad_coupling(mad, a, b)
+    history = [{"round": 0, "elbo": float(mad.model_.elbo()), "anchor_foscttm": best_score,
+                "accuracy": coupling_accuracy(P, rows_a, truth), "converged": converged, "kept": True}]
     for round_ in range(1, ROUNDS + 1):
-        mad.refit(init=mad.embedding_, extra_edges=edges)
-        value, last = score(), round_ == ROUNDS
-        new_edges, new_pairs = correspondence_edges(mad, edges=not last)
-        changed = 1.0 - len(new_pairs & pairs) / max(len(pairs), 1)
+        mad.refit(init=mad.embedding_, extra_edges=coupling_edges(P, rows_a, rows_b, rows[a], rows[b], n_entities,
+                                                                  NEIGHBORS))
+        value = score()
         better = bool(np.isfinite(value) and value < best_score)
-        for previous in history:
-            previous["kept"] = previous["kept"] and not better
-        history.append({"round": round_, "elbo": float(mad.model_.elbo()), "anchor_foscttm": value,
-                        "changed": changed, "accuracy": pairs_accuracy(new_pairs, truth), "kept": better})
+        entry = {"round": round_, "elbo": float(mad.model_.elbo()), "anchor_foscttm": value, "accuracy": None,
+                 "converged": None, "kept": better}
+        history.append(entry)
         if not better:
             break
+        for previous in history[:-1]:
+            previous["kept"] = False
         best_score, best = value, vars(mad).copy()
-        edges, pairs = new_edges, new_pairs
-        if changed < 0.01:
-            break
+        if round_ < ROUNDS:  # the next round's q(P), from this round's q(X) and the coupling before it
+            P, rows_a, rows_b, converged, structures = mad_coupling(mad, a, b, init=P, structures=structures)
+            entry.update(accuracy=coupling_accuracy(P, rows_a, truth), converged=converged)
     vars(mad).update(best)  # the kept round's fitted state
     mad.correspondence_history_ = history
     mad.timings_ = {**mad.timings_, "correspondence_seconds": time.perf_counter() - start}

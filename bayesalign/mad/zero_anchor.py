@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from ..data import Views
 from ..matching import posterior_assignment
 from .refinement import truth_pairs
 from .self_training import self_train
@@ -25,7 +26,8 @@ from .training import MIN_ANCHORS, mean_filled
 __all__ = ["BOOTSTRAPS", "REFLECTIONS", "RIVAL_SUPPORT", "WEAK_SUPPORT", "fit_without_anchors"]
 
 #: The unsupervised initialisers tried (with ``training="anchors"``, whose bounds cover different rows for each
-#: candidate and cannot compare them, Gromov-Wasserstein alone from its default start).
+#: candidate and cannot compare them, the first alone from its default start); "geodesic_gromov_wasserstein":
+#: the coupling of :class:`bayesalign.transport.GromovWassersteinAlignment` (:func:`geodesic_pairs`).
 BOOTSTRAPS = ("gromov_wasserstein", "subspace_procrustes")
 #: Leading principal axes whose reflections start Gromov-Wasserstein (2 ** REFLECTIONS starts).
 REFLECTIONS = 2
@@ -37,6 +39,20 @@ RIVAL_SUPPORT = 0.75
 WEAK_SUPPORT = 0.2
 #: Self-training of each candidate: the probability a pair needs, and the most rounds.
 CONFIDENCE_THRESHOLD, MAX_ROUNDS = 0.9, 5
+
+
+def geodesic_pairs(views, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs (m, 2), scores (m,)): the mutual row-and-column maxima of the coupling of
+    :class:`bayesalign.transport.GromovWassersteinAlignment` (k-NN geodesic distances, its settings chosen by
+    stability) between views a and b, scored by n T_ij (at most 1)."""
+    from ..transport import GromovWassersteinAlignment
+
+    T = GromovWassersteinAlignment().fit(Views({a: views[a], b: views[b]})).coupling_  # [n_a, n_b]
+    rows = np.arange(T.shape[0])
+    best = T.argmax(axis=1)
+    mutual = T.argmax(axis=0)[best] == rows
+    scores = np.minimum(T[rows, best] * T.shape[0], 1.0)
+    return np.c_[rows[mutual], best[mutual]].astype(np.int64), scores[mutual]
 
 
 def candidates(mad) -> list:
@@ -57,7 +73,8 @@ def candidates(mad) -> list:
             else [((), None)]
         for signs, start in starts:
             try:
-                pairs_all, weights = unsupervised_pairs(Ya, Yb, method, views=(a, b), init=start)
+                pairs_all, weights = geodesic_pairs(views, a, b) if method == "geodesic_gromov_wasserstein" else \
+                    unsupervised_pairs(Ya, Yb, method, views=(a, b), init=start)
             except ValueError as exc:  # e.g. a view with one column has no plane for the subspace search
                 if len(methods) == 1:
                     raise
