@@ -9,7 +9,8 @@
 
 Modules, one job each: ``estimator``, ``training`` (the anchors only or every row), ``anchors`` (anchor pairs
 placed as unaligned rows), ``posteriors`` and ``calibration`` (matching, the temperature fitted on the anchors),
-``refinement`` (soft correspondence rounds), ``self_training``, ``zero_anchor``, ``streaming``, ``ensemble``,
+``coupling`` (q(P), the posterior over the unaligned rows' matching), ``refinement`` (rounds of q(P) and q(X),
+``refinement.ROUNDS`` of them: none by default), ``self_training``, ``zero_anchor``, ``streaming``, ``ensemble``,
 ``files``.
 """
 
