@@ -158,3 +158,25 @@ def test_the_checker_sees_relative_and_lazy_imports(tmp_path):
     source.write_text("def f():\n    from ..registry import METHODS\n")
     assert _imports("bayesalign.gp.x", source) == {"bayesalign.registry"}
     assert _imports("bayesalign.gp.x", source, top_level_only=True) == set()
+
+
+#: A module longer than this says in its first lines why it must be one file.
+MAX_LINES = 500
+
+
+def test_every_module_is_short_or_says_why_it_is_one_file():
+    long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) > MAX_LINES and "one file" not in "\n".join(lines[:10]):
+            long.append(f"{path.relative_to(ROOT)}: {len(lines)} lines")
+    assert not long, "split these by job, or say in their first lines why each must be one file:\n" + "\n".join(long)
+
+
+def test_the_mad_class_is_short_and_its_docstring_says_only_what_it_is():
+    tree = ast.parse((ROOT / "mad" / "estimator.py").read_text(encoding="utf-8"))
+    mad = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "MAD")
+    assert mad.end_lineno - mad.lineno + 1 <= 400
+    assert len(ast.get_docstring(mad).splitlines()) <= 80
+    init = next(node for node in mad.body if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    assert len(init.args.args) - 1 <= 12  # constructor parameters besides self
