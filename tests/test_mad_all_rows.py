@@ -434,12 +434,16 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, no_r
 def test_a_correspondence_round_goes_on_from_the_fitted_model_under_the_new_prior(toy, all_rows):
     # the same entities: a copy of the fitted model continues (its history goes on from the first fit's) with the
     # soft edges in its graph prior; the first fit's model is left as it was
+    import scipy.sparse as sp
+
     from bayesalign.mad import training
-    from bayesalign.mad.refinement import correspondence_edges
 
     mad = copy.deepcopy(all_rows)
     before = mad.model_.history_.copy()
-    edges, _ = correspondence_edges(mad)
+    n, rows = mad.entities_
+    heads, tails = rows["Y1"][mad.posteriors_["Y1"][0][:5]], rows["Y2"][mad.posteriors_["Y2"][0][:5]]
+    edges = sp.coo_matrix((np.full(5, 0.5), (heads, tails)), shape=(n, n))
+    edges = (edges + edges.T).tocsr()  # five soft pairs of unaligned rows, symmetric
     state = training.fit_all_rows(mad, mad.problem_, mad.problem_.views, mad.anchors_, init=mad.embedding_,
                                   extra_edges=edges)
     model = state["model_"]
