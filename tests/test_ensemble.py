@@ -214,7 +214,6 @@ def test_the_registry_and_the_command_line_run_the_pool_by_name(pooled, tmp_path
     # the same members as the fixture's (built from MAD keywords there): the same alignment
     np.testing.assert_array_equal(result.alignments[("Y1", "Y2")].pairs, ensemble.align().pairs)
     scores = compare.evaluate_method_result(result, problem)
-    # (measured: FOSCTTM 0.003 in the pooled coordinates)
     assert scores["foscttm"] < 0.02 and scores["accuracy"] > 0.8 and np.isfinite(scores["ece"])
     assert "mad-ensemble" not in COMPARE_METHODS  # four fits: asked for by name
     with pytest.raises(ValueError, match="latent_dims"):
@@ -307,7 +306,7 @@ def test_the_ensemble_self_trains_the_pools_confident_pairs_in_every_member(pool
     pool, before, C, calls = _self_trained(pooled, rise=0.0)  # a tie keeps the round
     entry = pool.self_training_history_[0]
     # the pool's confident mutual pairs: probability at least 0.9 at T = 1 and nearest to each other under the
-    # pooled cost (measured: 55 pairs, all right, on this toy)
+    # pooled cost
     confident = before.probabilities >= 0.9
     mutual = ba.matching.mutual_nearest(C)[np.searchsorted(before.candidates_a, before.index_a),
                                            np.searchsorted(before.candidates_b, before.index_b)]
@@ -323,7 +322,7 @@ def test_the_ensemble_self_trains_the_pools_confident_pairs_in_every_member(pool
     assert all(m.discovered_ == {} for m in ensemble.estimators_)  # the fitted members given are not modified
     al = pool.align()
     assert al.info["n_discovered"] == len(expected) and len(al) == 80
-    # measured: 0.925 before and after; the refits on another CPU may move a row or two of the 80
+    # the refits on another CPU may move a row or two of the 80
     before_accuracy = ba.metrics.evaluate(ensemble.align(), problem)["accuracy"]
     assert ba.metrics.evaluate(al, problem)["accuracy"] >= before_accuracy - 2 / 80
     # members that discovered the same pairs pool again; the history and the alignment survive a save and a load

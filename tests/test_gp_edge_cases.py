@@ -48,7 +48,7 @@ def test_a_float32_model_predicts_as_its_parameters_do_in_float64_and_after_a_ro
         mean64, var64 = twin.predict(view, X, S)
         assert mean.dtype == np.float64 and mean.shape == (6, views[view].shape[1])
         # float32 psi-statistics (round-off 6e-8) through the solve of q(u) against Kuu (condition ~1e5 here):
-        # about 3 digits (measured 1.5e-3 of the output scale)
+        # about 3 digits
         scale = np.abs(mean64).max()
         np.testing.assert_allclose(mean, mean64, atol=1e-2 * scale)
         # the variance is a difference of terms of the size of the signal variance psi0, each with that error

@@ -565,8 +565,8 @@ def test_resolution_is_the_fisher_information_times_the_spread(fitted):
     for name in ("a", "b"):
         # forward-mode derivatives against the derivative written out; both float64, same formula: round-off
         np.testing.assert_allclose(resolution[name], _rbf_resolution_by_hand(model, name), rtol=1e-9)
-    # the toy's private and shared signals are resolved hundreds of times over (measured 520-590), the
-    # dimensions ARD switched off less than once (0.15-0.18 after this short fit): MAD's threshold of 1
+    # the toy's private and shared signals are resolved hundreds of times over, the dimensions ARD switched
+    # off less than once (after this short fit): MAD's threshold of 1
     # separates them
     for name in ("a", "b"):
         used = set(model.shared_dims()) | set(model.private_dims(name))

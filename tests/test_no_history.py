@@ -18,6 +18,7 @@ HISTORY = {
     "a session": re.compile(r"\bsessions?\b", re.IGNORECASE),
     "a point in time": re.compile(r"\buntil 20\d\d\b", re.IGNORECASE),
     "an issue number": re.compile(r"\bissue\s*#?\d+|#\d+\b", re.IGNORECASE),
+    "a measured figure": re.compile(r"\(measured\b|\bmeasured:? [0-9]", re.IGNORECASE),
     "a past state": re.compile(r"\bpreviously\b|\bformerly\b|\bthe old default\b|\bthe previous judge\b",
                                re.IGNORECASE),
 }
@@ -49,7 +50,8 @@ def test_no_file_tells_history():
 
 @pytest.mark.parametrize("line", ["measured 2026-11-25 on the idle machine", "the seventh session's run",
                                   "the default until 2026", "as issue #14 asks", "Issue 5's targets",
-                                  "previously 0.3", "the old default collapsed a view"])
+                                  "previously 0.3", "the old default collapsed a view",
+                                  "> 0.9  # measured 1.00", "(measured: 55 pairs)"])
 def test_the_patterns_catch_what_they_are_for(line):
     assert findings(line)
 

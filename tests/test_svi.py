@@ -414,7 +414,7 @@ def test_minibatch_elbo_is_unbiased(toy_views, collapsed):
                                toy_views)
     svi.load_collapsed(collapsed)
     # sums of terms ~1e3 in other orders, through K_uu^-1 and S of condition numbers ~1e5: round-off ~1e-16 * 1e5 *
-    # 1e5 = 1e-6 per view's sum (measured: 1e-6 to 7e-6), so 3.5e-5 of the total of ~350
+    # 1e5 = 1e-6 per view's sum, so 3.5e-5 of the total of ~350
     assert svi.elbo(batch_size=16) == pytest.approx(svi.elbo(), rel=1e-7)
     binary = {"a": toy_views["a"], "b": (toy_views["b"] > 0).astype(float)}
     svi = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, likelihood={"b": "bernoulli"}, max_epochs=5,
