@@ -10,7 +10,7 @@ the model's shared dimensions (0 perfect, 0.5 random). Printed: the seconds of t
 per epoch (the epochs' wall time over their number), peak device memory (CUDA: ``max_memory_allocated``; CPU:
 the process's peak resident set), the final ELBO per row, and FOSCTTM.
 
-Run on a GPU (about 5 minutes in all with the install, ``benchmarks/bench_svi_gpu.sh``):
+Run on a GPU (about 5 minutes in all with the install, step 3 of ``benchmarks/device_check.sh``):
     python benchmarks/bench_svi_gpu.py --device cuda --rows 100000 --epochs 20
 and on CPU at a reduced size:
     python benchmarks/bench_svi_gpu.py --device cpu --rows 2000 --held-out 100 --epochs 3 --threads 1

@@ -4,7 +4,9 @@
 #   bash benchmarks/device_check.sh          # logs under $OUT (or ./device-logs)
 # 1. the tests that skip without CUDA (BayesianGPLVM, inference, MRD, StochasticMRD, MAD and its pool on cuda against cpu);
 # 2. MAD (all rows, centred, MAD's defaults) on mfeat fou-kar at 2000 rows, 10% anchors, draw 0, on cuda and on
-#    the same machine's CPU, one after the other: the seconds and FOSCTTM of each.
+#    the same machine's CPU, one after the other: the seconds and FOSCTTM of each;
+# 3. StochasticMRD at 100,000 rows per view (benchmarks/bench_svi_gpu.py; ROWS, EPOCHS to change): seconds per
+#    epoch, peak GPU memory, ELBO, FOSCTTM.
 set -u
 OUT=${OUT:-device-logs}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -23,3 +25,5 @@ for device in cuda cpu; do
   timeout 170 python3 benchmarks/bench_mad_real.py --pairs "mfeat fou-kar" --seeds 0 --variants "all rows, centred)" \
     --device $device 2>&1 | tee "$OUT/bench_$device.log" | grep -E "MAD|best baseline" | head -4
 done
+timeout 240 python3 benchmarks/bench_svi_gpu.py --device cuda --rows "${ROWS:-100000}" --epochs "${EPOCHS:-20}" 2>&1 \
+  | tee "$OUT/bench_svi_gpu.log"
