@@ -131,7 +131,8 @@ def test_svi_engine_fits_every_row_and_matches(toy):
     free, mean, _ = mad.posteriors_["Y2"]
     np.testing.assert_array_equal(mean, mad.model_.entity_means_[mad.entities_[1]["Y2"][free]])
     # the graph prior keeps the SVI fit well above this threshold; under N(0, I) it ends near it
-    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
+    # (the Hungarian pairs do not depend on the temperature: the posterior one spares the anchors' calibration)
+    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian", temperature="posterior"), toy) > 0.7
     # the streaming matcher: each arrival inferred as StochasticMRD.infer does
     rows_b = mad.posteriors_["Y2"][0][:3]
     taken = [mad.match_one(toy.views["Y2"][j], view="Y2")[0] for j in rows_b]
@@ -155,7 +156,8 @@ def test_svi_engine_leaves_missing_entries_out_and_still_matches(toy):
         np.testing.assert_array_equal(np.isnan(targets), np.isnan(holed[view]))
     assert np.isfinite(mad.embedding_.means["Y2"]).all()
     # as with complete views: the holes leave the accuracy above the threshold
-    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
+    # (the Hungarian pairs do not depend on the temperature: the posterior one spares the anchors' calibration)
+    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian", temperature="posterior"), toy) > 0.7
     # a holed anchor row inferred again from its own view lands where the joint fit put its entity: infer starts
     # at the nearest training row's q(x) (started from the prior instead, it lands several spreads away in the
     # widest dimensions)
@@ -557,7 +559,8 @@ def test_svi_mad_runs_on_cuda(toy):
                  progress=False, engine_options={"max_epochs": 300}).fit(toy)
     assert next(mad.model_.model_.parameters()).is_cuda
     assert np.isfinite(mad.model_.elbo_history_).all()
-    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian"), toy) > 0.7
+    # (the Hungarian pairs do not depend on the temperature: the posterior one spares the anchors' calibration)
+    assert ba.metrics.matching_accuracy(mad.align(matcher="hungarian", temperature="posterior"), toy) > 0.7
 
 
 def test_self_training_rounds_are_judged_by_anchor_pairs_held_out_of_the_fit(toy, all_rows, monkeypatch):
