@@ -412,7 +412,8 @@ def test_starts_race_with_fewer_inducing_inputs_and_the_kept_one_grows(toy, no_r
     # every start is the fit it would be alone at START_INDUCING inducing inputs for RACE_FRACTION of max_iter (the
     # same bounds as a plain MAD with num_inducing=START_INDUCING and that budget, which fits directly, round-off
     # aside), the highest is kept, grown to num_inducing (never lowering its bound) and continued
-    from bayesalign.mad.training import RACE_FRACTION, START_INDUCING
+    from bayesalign.gp._model import RACE_FRACTION
+    from bayesalign.mad.training import START_INDUCING
 
     raced = ba.MAD(latent_dim=4, num_inducing=START_INDUCING + 10, seed=0, engine_options={"max_iter": 400}).fit(toy)
     short = ba.MAD(latent_dim=4, num_inducing=START_INDUCING, seed=0,

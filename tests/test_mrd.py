@@ -361,6 +361,26 @@ def test_bad_input_raises_clear_errors():
         model.shared_dims(threshold=1.5)
 
 
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short budgets by design
+def test_raced_starts_are_each_start_alone_then_the_best_grows_and_goes_on():
+    # race_inducing: every start runs as a fit of its own would at race_inducing inducing inputs for RACE_FRACTION
+    # of max_iter (the same bounds, round-off aside: the same seed draws the same inducing inputs); the highest is
+    # kept, grown to num_inducing (never lowering its bound, Titsias 2009) and continued
+    from bayesalign.gp._model import RACE_FRACTION
+
+    views = toy_views(N=40, D=6)
+    common = {"latent_dim": 3, "warmup_iters": 5, "progress": False, "seed": 0}
+    raced = MRD(num_inducing=12, init=("pca", "random"), race_inducing=6, max_iter=120, **common).fit(views)
+    short = int(RACE_FRACTION * 120)
+    alone = [MRD(num_inducing=6, init=init, max_iter=short, **common).fit(views) for init in ("pca", "random")]
+    np.testing.assert_allclose(raced.restart_bounds_, [m.elbo() for m in alone], rtol=1e-9)
+    assert raced.best_restart_ == int(np.argmax(raced.restart_bounds_))
+    assert raced.module_.inducing_inputs.shape[1] == 12 and raced.num_inducing == 12
+    assert raced.elbo() >= raced.restart_bounds_.max() and raced.n_iter_ > short
+    with pytest.raises(ValueError, match="race_inducing must be None or an int >= 1"):
+        MRD(race_inducing=0, progress=False).fit(views)
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_fit_infer_and_bound_match_cpu():
     views = toy_views(N=30, D=5)

@@ -37,6 +37,10 @@ from .module import LatentGPModule, resolve_dtype
 from .prediction import collapsed_resolution, predict_outputs
 from .priors import check_latent_prior
 
+#: Fraction of ``max_iter`` each start of a race gets (``MRD(race_inducing=...)``): enough for the starts' bounds to
+#: separate, while the winner's growth and its full budget carry the fit.
+RACE_FRACTION = 0.075
+
 __all__ = ["LatentGPBase"]
 
 
@@ -89,6 +93,9 @@ class LatentGPBase(FittedLatentModel):
         memory = self.lbfgs_memory
         if not isinstance(memory, (int, np.integer)) or isinstance(memory, bool) or memory < 1:
             raise ValueError(f"lbfgs_memory must be an int >= 1, got {memory!r}")
+        race = getattr(self, "race_inducing", None)
+        if race is not None and (not isinstance(race, (int, np.integer)) or isinstance(race, bool) or race < 1):
+            raise ValueError(f"race_inducing must be None or an int >= 1, got {race!r}")
         restarts = getattr(self, "n_restarts", 1)
         if not isinstance(restarts, (int, np.integer)) or isinstance(restarts, bool) or restarts < 1:
             raise ValueError(f"n_restarts must be an int >= 1, got {restarts!r}")
@@ -174,6 +181,10 @@ class LatentGPBase(FittedLatentModel):
         n_restarts = int(getattr(self, "n_restarts", 1))
         best, bounds, labels = None, [], []
         runs = [(label, X0, restart) for label, X0 in starts for restart in range(n_restarts)]
+        race = getattr(self, "race_inducing", None)
+        race = race is not None and len(runs) > 1 and int(race) < M  # the starts race small (see MRD)
+        M_run, budget = (int(self.race_inducing), max(int(RACE_FRACTION * self.max_iter), 1)) \
+            if race else (M, self.max_iter)
         for label, X0, restart in runs:
             if restart == 0:  # each start's fits draw as a fit from that start alone would (an int seed)
                 rng = as_rng(self.seed)
@@ -181,7 +192,7 @@ class LatentGPBase(FittedLatentModel):
             # each latent dimension's spread) with their own inducing inputs, as GPy's optimize_restarts
             X = X0 if restart == 0 else X0 + 0.3 * X0.std(0) * rng.standard_normal(X0.shape)  # [N, Q]
             X[unseen] = 0.0
-            Z0 = X[seen[rng.choice(seen.size, size=M, replace=False)]]  # [M, Q] among the observed entities
+            Z0 = X[seen[rng.choice(seen.size, size=M_run, replace=False)]]  # [M, Q] among the observed entities
             self.module_ = LatentGPModule(
                 outputs=[tensor(Y) for Y in centred], q_mean=tensor(X),
                 q_variance=tensor(q_variance),
@@ -199,7 +210,7 @@ class LatentGPBase(FittedLatentModel):
             run_label = label if restart == 0 else f"{label} (jitter {restart})"
             self._start_tag = f" (start {run_label})" if len(runs) > 1 else ""  # the progress bar's name
             try:
-                self._optimise(self.max_iter)
+                self._optimise(budget)
             finally:
                 self._start_tag = ""
             bounds.append(self.elbo())
@@ -215,6 +226,9 @@ class LatentGPBase(FittedLatentModel):
             setattr(self, key, value)
         self.restart_bounds_ = np.asarray(bounds)
         self.restart_inits_ = labels
+        if race and not self._interrupted:  # the race's winner: grown to num_inducing, then the whole budget
+            self.module_.inducing_inputs = torch.nn.Parameter(torch.stack(self._grown_inducing(M)))
+            self._optimise(self.max_iter)
         self.interrupted_ = self._interrupted
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
@@ -294,18 +308,19 @@ class LatentGPBase(FittedLatentModel):
         ``max_iter`` evaluations (default the model's ``max_iter``); ``num_inducing`` becomes the new size.
         Capped at the number of observed entities, with a warning.
         """
-        self._add_inducing(num_inducing)
+        self._check_fitted()
+        grown = self._grown_inducing(num_inducing)
+        self.module_.inducing_inputs = torch.nn.Parameter(torch.stack(grown))  # [1 or V, num_inducing, Q]
+        self.num_inducing = grown[0].shape[0]
         return self.continue_fit(max_iter)
 
-    def _add_inducing(self, num_inducing: int) -> None:
-        """The first half of :meth:`grow_inducing`: the new inducing inputs, by farthest-point selection."""
-        self._check_fitted()
+    def _grown_inducing(self, num_inducing: int) -> list:
+        """Each set of inducing inputs grown to ``num_inducing`` by farthest-point selection among the observed
+        entities' q(X) means (:func:`bayesalign.gp.inducing.grown_inducing_inputs`)."""
         module = self.module_
         seen = module._seen_entities()
         means = module.q_mean.detach() if seen is None else module.q_mean.detach()[seen]  # [N_seen, Q]
-        grown, num_inducing = grown_inducing_inputs(module.inducing_inputs.detach(), means, num_inducing)
-        module.inducing_inputs = torch.nn.Parameter(torch.stack(grown))  # [1 or V, num_inducing, Q]
-        self.num_inducing = num_inducing
+        return grown_inducing_inputs(module.inducing_inputs.detach(), means, num_inducing)[0]
 
     def _optimise(self, max_iter: int):
         """Warm-up with the noise fixed (GPy issue #286: otherwise the noise may absorb the signal),

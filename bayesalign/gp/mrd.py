@@ -122,6 +122,11 @@ class MRD(LatentGPBase):
         plus Gaussian jitter of 30% of each latent dimension's spread, with fresh inducing inputs
         (with several starts in ``init``: this many fits from each).
         A higher bound is a better model of the data it was fitted on, not always a better alignment.
+    race_inducing : int, optional
+        With several fits (starts or restarts): each runs with this many inducing inputs for
+        ``RACE_FRACTION`` of ``max_iter`` (``bayesalign.gp._model``), and only the one with the highest bound
+        grows to ``num_inducing`` (farthest points, as :meth:`grow_inducing`) and goes on for ``max_iter``.
+        None (default), or not fewer than ``num_inducing``: every fit at ``num_inducing`` for ``max_iter``.
 
     Attributes
     ----------
@@ -199,7 +204,7 @@ class MRD(LatentGPBase):
                  optimizer: str = "lbfgs", max_iter: int = 2000, tol: float = TOL, learning_rate: float = 0.01,
                  inducing: str = "shared", jitter: float | None = None, seed=None, device=None,
                  dtype=torch.float64, progress: bool = True, n_restarts: int = 1,
-                 lbfgs_memory: int = 30, precondition_after: int | None = 200):
+                 lbfgs_memory: int = 30, precondition_after: int | None = 200, race_inducing: int | None = None):
         self.latent_dim = latent_dim
         self.num_inducing = num_inducing
         self.kernel = kernel
@@ -220,6 +225,7 @@ class MRD(LatentGPBase):
         self.n_restarts = n_restarts
         self.lbfgs_memory = lbfgs_memory
         self.precondition_after = precondition_after
+        self.race_inducing = race_inducing
 
     def fit(self, views, y=None, observed=None, n_entities: int | None = None, latent_prior=None) -> MRD:
         """Fit to views: Views, an AlignmentProblem (its views), or a dict / list of arrays.

@@ -9,10 +9,9 @@ r"""What MAD's model learns from: the anchors only (the paper) or every row (a p
             \qquad p(X) = N(0, (I + \lambda L)^{-1}),
 
   with L the Laplacian of the union of the views' kNN graphs over the entities
-  (:class:`bayesalign.gp.priors.GraphLaplacianPrior`). q(X) starts from each of ``STARTS`` with ``START_INDUCING``
-  inducing inputs for ``RACE_FRACTION`` of the budget (MRD's ``max_iter``); the start with the highest bound is
-  grown to ``num_inducing`` and goes on for the budget (MRD's restarts and
-  :meth:`~bayesalign.gp.MRD.grow_inducing`). Every stage stops early by MRD's rule (``tol``).
+  (:class:`bayesalign.gp.priors.GraphLaplacianPrior`). q(X) starts from each of ``STARTS``, which race with
+  ``START_INDUCING`` inducing inputs; the start with the highest bound grows to ``num_inducing`` and goes on
+  (``MRD(race_inducing=...)``). Every stage stops early by MRD's rule (``tol``).
 
 Each function returns the fitted attributes of :class:`bayesalign.MAD` it sets, as a dict.
 """
@@ -37,10 +36,8 @@ MIN_ANCHORS = 3
 MIN_RESOLUTION = 1.0
 #: Starts of the all-rows model's q(X): the joint-Laplacian embedding, and MRD's "pca" / "cca" of the anchors.
 STARTS = ("joint_laplacian", "pca", "cca")
-#: Inducing inputs each start races with (the kept one then grows to ``num_inducing``).
+#: Inducing inputs each start races with (``MRD(race_inducing=...)``; the kept one then grows to ``num_inducing``).
 START_INDUCING = 30
-#: Fraction of the budget (MRD's ``max_iter``) each start gets in the race.
-RACE_FRACTION = 0.075
 #: Fraction of the budget a correspondence round gets (the fitted model going on under its new prior).
 ROUND_FRACTION = 0.3
 #: Neighbours of each row in its view's kNN graph (the graph prior, the joint-Laplacian start).
@@ -199,7 +196,7 @@ def fit_all_rows(mad, problem: AlignmentProblem, views: Views, groups: np.ndarra
     prior = entity_prior(mad, start_problem.views, rows, n_entities, extra_edges)
     Q, M = int(mad.latent_dim), min(int(mad.num_inducing), n_entities)  # every entity is observed by some view
     common = {"latent_dim": Q, "kernel": mad.kernel, "seed": mad.seed, "device": mad.device, "progress": mad.progress}
-    clock, race, starts = time.perf_counter(), False, None
+    clock = time.perf_counter()
     if mad.engine == "svi":
         from ..gp import StochasticMRD
 
@@ -216,21 +213,15 @@ def fit_all_rows(mad, problem: AlignmentProblem, views: Views, groups: np.ndarra
             model._warn_convergence = False
             model.continue_fit(max(int(ROUND_FRACTION * budget), 1), latent_prior=prior)
         else:
-            race = START_INDUCING < M and isinstance(options.get("init"), tuple) and len(options["init"]) > 1
-            if race:  # each start for a fraction of the budget: the kept one goes on alone
-                options["max_iter"] = max(int(RACE_FRACTION * budget), 1)
-            model = MRD(num_inducing=START_INDUCING if race else M, **common, **options)
+            options.setdefault("race_inducing", START_INDUCING)
+            model = MRD(num_inducing=M, **common, **options)
             model._warn_convergence = False  # a stage: MAD says once whether the kept fit converged
             model.fit(arrays, observed=rows, n_entities=n_entities, latent_prior=prior)
-            if race:  # the kept start grows to num_inducing and goes on, for the budget
-                starts = _starts_record(model, tried)
-                model.max_iter = budget
-                model.grow_inducing(M, budget)
     mean, var = model.entity_means_, model.entity_variances_  # [E, Q] each
     out = {"model_": model, "entities_": (n_entities, rows), "prior_edges_": extra_edges,
            "timings_": {"fit_seconds": time.perf_counter() - clock, "infer_seconds": 0.0}}
     if tried is not None and start is None:  # a fit from scratch: which start won
-        out["starts_"], out["start_"] = starts if race else _starts_record(model, tried)
+        out["starts_"], out["start_"] = _starts_record(model, tried)
     out["posteriors_"] = {}
     for k, view in enumerate(names):
         free = np.setdiff1d(np.arange(views.n_samples[view]), groups[:, k])
