@@ -226,14 +226,16 @@ class LatentGPBase(FittedLatentModel):
             setattr(self, key, value)
         self.restart_bounds_ = np.asarray(bounds)
         self.restart_inits_ = labels
+        done = 0  # evaluations before the last phase
         if race and not self._interrupted:  # the race's winner: grown to num_inducing, then the whole budget
             self.module_.inducing_inputs = torch.nn.Parameter(torch.stack(self._grown_inducing(M)))
+            done = self.n_iter_
             self._optimise(self.max_iter)
         self.interrupted_ = self._interrupted
         if self.interrupted_:  # the best fit so far is kept (and warned about); Ctrl-C goes on to the caller
             raise KeyboardInterrupt
         if self.max_iter > 0 and not self.converged_:
-            self._warn_unconverged(self.max_iter, self.max_iter, stacklevel=4)
+            self._warn_unconverged(done + self.max_iter, self.max_iter, stacklevel=4)
         return self
 
     def _initial_means(self, init, names, centred, observed, N: int, partial: bool) -> np.ndarray:
