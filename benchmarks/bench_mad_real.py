@@ -253,7 +253,7 @@ def main(argv=None):
                 scores.setdefault(label, []).append(_cost_foscttm(model, problem, a, b))
                 ranked.setdefault(label, []).append(_probability_foscttm(model, problem, a, b))
                 ece = ba.metrics.expected_calibration_error(alignment, problem)
-                extra.setdefault(label, []).append((ece, seconds, means))
+                extra.setdefault(label, []).append((ece, seconds, means, getattr(model, "converged_", None)))
         complete = {k: v for k, v in scores.items() if len(v) == len(args.seeds)}
         bests = {}  # "" (the views as given) and STANDARDISED -> (label, mean) of the best baseline on them
         for suffix in ("", STANDARDISED):
@@ -271,14 +271,17 @@ def main(argv=None):
         print(f"\n## {name} ({len(args.seeds)} anchor draws, 10% anchors)")
         print("| method | FOSCTTM mean ± sd | / best baseline on the same views | ranked by match probability "
               "(baselines: by Sinkhorn marginals of their distances) | / best baseline (as in column 2) | ECE | "
-              "seconds: mean (max) over the draws | FOSCTTM of MAD's means |")
-        print("|---|---|---|---|---|---|---|---|")
+              "seconds: mean (max) over the draws | FOSCTTM of MAD's means | draws converged by the fit's rule |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for label, values in sorted(complete.items(), key=lambda kv: np.mean(kv[1])):
-            ece = sec = means = ""
+            ece = sec = means = converged = ""
             if label in extra:
-                ece = f"{np.mean([e for e, _, _ in extra[label]]):.3f}"
-                sec = f"{np.mean([s for _, s, _ in extra[label]]):.0f} (max {max(s for _, s, _ in extra[label]):.0f})"
-                means = f"{np.mean([m for _, _, m in extra[label]]):.3f}"
+                ece = f"{np.mean([e for e, _, _, _ in extra[label]]):.3f}"
+                times = [s for _, s, _, _ in extra[label]]
+                sec = f"{np.mean(times):.0f} (max {max(times):.0f})"
+                means = f"{np.mean([m for _, _, m, _ in extra[label]]):.3f}"
+                flags = [c for _, _, _, c in extra[label] if c is not None]
+                converged = f"{sum(flags)} of {len(flags)}" if flags else ""
             mark = " (best baseline)" if label in (bests[""][0], bests[STANDARDISED][0]) else ""
             digits = 3 if np.mean(values) >= 0.01 else 5  # fac-pix and the protein score below 0.001
             by_p = by_p_ratio = ""
@@ -287,7 +290,7 @@ def main(argv=None):
                 by_p_ratio = f"{np.mean(ranked[label]) / max(reference(label)[1], 1e-12):.2f}"
             print(f"| {label}{mark} | {np.mean(values):.{digits}f} ± {np.std(values):.{digits}f} | "
                   f"{np.mean(values) / max(reference(label)[1], 1e-12):.2f} | {by_p} | {by_p_ratio} | {ece} | {sec} | "
-                  f"{means} |", flush=True)
+                  f"{means} | {converged} |", flush=True)
         mad = {k: (float(np.mean(v)), reference(k)[1], float(np.mean(ranked[k]))) for k, v in complete.items()
                if k.startswith("MAD") and len(ranked.get(k, ())) == len(args.seeds)}
         ranked_bests = {suffix: float(np.mean(ranked.get(label, np.nan))) for suffix, (label, _) in bests.items()}
