@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/bayesalign demo
 
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
 
 # The Bayesian core side by side with GPy (psi-statistics, then MRD fits), one thread each; every other
 # benchmark and the command behind each figure of benchmarks/RESULTS.md are listed in the README.
