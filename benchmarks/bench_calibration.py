@@ -191,7 +191,10 @@ def reliability(name, runs, folder: Path):
     from bayesalign.plot import plot_reliability, save_figure
 
     correct = np.concatenate([r["correct"] for r in runs])
-    curves = {f"T {key}": (np.concatenate([r[f"p {key}"] for r in runs]), correct) for key in RELIABILITY}
+    curves = {}
+    for key in RELIABILITY:
+        p = np.concatenate([r[f"p {key}"] for r in runs])
+        curves[f"T {key} (ECE {expected_calibration_error(p, correct):.3f})"] = (p, correct)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") + ".png")
     fig = plot_reliability(curves, None)
@@ -216,14 +219,13 @@ def main(argv=None):
     for name in args.problems:
         for seed in args.seeds:
             pools.setdefault(name, []).append(run(name, problem_at(name, known[name], seed), seed))
+        if args.reliability is not None:  # as soon as the problem's seeds are done
+            print(f"wrote {reliability(name, pools[name], args.reliability)}", flush=True)
     print("\npooled over the seeds: ECE at each temperature")
     print("| problem | pairs | accuracy | top20 ratio (oracle T; any order) | " + " | ".join(KEYS) + " | floor |")
     print("|---|---|---|---|" + "---|" * (len(KEYS) + 1))
     for name, runs in pools.items():
         pooled_line(name, runs)
-    if args.reliability is not None:
-        for name, runs in pools.items():
-            print(f"wrote {reliability(name, runs, args.reliability)}")
 
 
 if __name__ == "__main__":
