@@ -10,6 +10,9 @@ did not see paired, each pair's rows are placed again one view at a time:
   neighbours, in a model that keeps the other folds' anchors.
 
 Both return (mean_a, var_a, mean_b, var_b) [n, |shared|], row k the k-th anchor pair, in the shared dimensions.
+The held-out pairs are out-of-sample, as the unaligned rows are; the re-inferred ones were one latent point of the
+fit, so they look easier to match than the unaligned rows do. Only a collapsed all-rows fit can hold its anchors
+out (:func:`holds_out`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,20 @@ import numpy as np
 from .._utils import as_rng
 from .training import entity_prior, mean_filled
 
-__all__ = ["HELD_OUT_FOLDS", "HELD_OUT_FRACTION", "held_out_anchors", "reinferred_anchors"]
+__all__ = ["HELD_OUT_FOLDS", "HELD_OUT_FRACTION", "held_out_anchors", "holds_out", "reinferred_anchors"]
 
 #: Folds of the anchor pairs held out: each fold's pairs are split and the fit continued once.
 HELD_OUT_FOLDS = 4
 #: Evaluations of each fold's continuation, as a fraction of MRD's ``max_iter``.
 HELD_OUT_FRACTION = 0.1
+
+
+def holds_out(estimator) -> bool:
+    """Whether every model of ``estimator`` (a MAD, or each member of a pool of them) is a collapsed all-rows fit,
+    whose anchor pairs :func:`held_out_anchors` can hold out."""
+    members = getattr(estimator, "estimators_", [estimator])
+    return all(getattr(m, "training", None) == "all_rows" and getattr(m, "engine", None) == "collapsed"
+               for m in members)
 
 
 def reinferred_anchors(mad, a, b) -> tuple:

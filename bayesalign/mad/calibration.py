@@ -2,7 +2,8 @@ r"""The temperature of MAD's match probabilities, fitted on the anchor pairs (te
 
 The posterior variances say how well a view pins down its own rows' latent points, not how far apart the two
 views put the same point, so exp(-C) can be far too confident where their latent spaces disagree, or too timid
-where they agree. The anchor pairs, placed as unaligned rows are (:mod:`bayesalign.mad.anchors`), measure that:
+where they agree. The anchor pairs, placed as unaligned rows are (:mod:`bayesalign.mad.anchors`: held out of the
+fit where it can hold them out, so that they are out-of-sample as the rows to match are), measure that:
 T minimises the negative log of the Sinkhorn match marginals P_T of exp(-C / T) of the true anchor pairs, over the
 unaligned rows and those pairs pooled,
 

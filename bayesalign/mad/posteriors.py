@@ -22,6 +22,7 @@ from ..data import Alignment, Correspondence, LatentEmbedding
 from ..matching import COSTS, match, posterior_marginals, posterior_temperature, sinkhorn_log_marginals
 from ..matching.costs import cost_source
 from ..matching.matcher import SPARSE_ABOVE, _cost_matrix, sinkhorn_probabilities
+from .anchors import holds_out
 from .calibration import check_temperature, fit_temperature
 
 __all__ = ["AnchorPool", "MatchPosteriors", "PosteriorAligner", "anchor_foscttm"]
@@ -104,15 +105,21 @@ class PosteriorAligner:
         return None if temperature == "posterior" else temperature
 
     def calibrate_temperature(self, a=None, b=None, cost: str | None = None) -> float:
-        """T of the match probabilities, fitted on the anchor pairs (:func:`bayesalign.mad.calibration.fit_temperature`;
-        each anchor pair inferred again from each view alone, as if unaligned, and pooled with the rows to match).
-        Cached per (a, b, cost) in ``calibration_``."""
+        """T of the match probabilities, fitted on the anchor pairs (:func:`bayesalign.mad.calibration.fit_temperature`)
+        pooled with the rows to match: each pair held out of continuations of the fit, out-of-sample as the rows to
+        match are (:func:`bayesalign.mad.anchors.held_out_anchors`), where the fit can hold them out (collapsed, all
+        rows); otherwise inferred again from each view alone under the fitted model. Cached per (a, b, cost) in
+        ``calibration_``, whose ``method`` says which."""
         a, b = self._pair(a, b)
         cost = self._cost(cost)
         key = (a, b, cost)
         if key not in self.calibration_:
             posteriors = self.posteriors(a, b, cost)
-            T, record, potentials = fit_temperature(posteriors, self.anchor_pool(a, b, cost), cost, self.progress)
+            if holds_out(self):
+                pool, method = self.anchor_pool(a, b, cost, held_out=True), "held out of the fit"
+            else:
+                pool, method = self.anchor_pool(a, b, cost), "anchor re-inference"
+            T, record, potentials = fit_temperature(posteriors, pool, cost, self.progress, method)
             self.calibration_[key] = record
             if potentials is not None:
                 self._calibration_potentials[key] = (posteriors.rows_a, posteriors.rows_b, potentials)

@@ -107,7 +107,8 @@ def reliability_bins(alignment, truth, n_bins: int = 10):
 
     The bins and the scored pairs are those of
     :func:`bayesalign.metrics.expected_calibration_error` (``n_bins`` equal-width bins on [0, 1],
-    p = 1 in the last), so ``sum(count / n * |correct - probability|)`` is its ECE.
+    p = 1 in the last), so ``sum(count / n * |correct - probability|)`` is its ECE; as there,
+    ``alignment`` may also be an array of probabilities and ``truth`` their correctness flags.
     """
     from ..metrics.calibration import _confidence_and_correct
 
@@ -133,8 +134,9 @@ def plot_reliability(alignments, truth, n_bins: int = 10, path=None):
     Parameters
     ----------
     alignments : Alignment with probabilities, or dict label -> Alignment (alignments without
-        probabilities are skipped)
-    truth : AlignmentProblem or Correspondence (as :func:`bayesalign.metrics.expected_calibration_error`)
+        probabilities are skipped) or label -> (probabilities, correctness flags) of pairs pooled by the caller
+    truth : AlignmentProblem or Correspondence (as :func:`bayesalign.metrics.expected_calibration_error`);
+        unused by the (probabilities, flags) entries
     path : str or Path, optional
 
     Returns
@@ -147,9 +149,12 @@ def plot_reliability(alignments, truth, n_bins: int = 10, path=None):
     ax = fig.subplots()
     ax.plot([0, 1], [0, 1], color="0.6", linestyle=":", label="calibrated")
     for label, alignment in alignments.items():
-        if alignment.probabilities is None or not len(alignment):
+        if isinstance(alignment, tuple):  # (probabilities, correctness flags)
+            confidence, correct, count = reliability_bins(*alignment, n_bins)
+        elif alignment.probabilities is None or not len(alignment):
             continue
-        confidence, correct, count = reliability_bins(alignment, truth, n_bins)
+        else:
+            confidence, correct, count = reliability_bins(alignment, truth, n_bins)
         line = ax.plot(confidence, correct, label=str(label))[0]
         ax.scatter(confidence, correct, s=12 + 200 * count / count.sum(), color=line.get_color())
     ax.set_xlim(-0.02, 1.02)  # a margin so that points at 0 or 1 are not cut in half
