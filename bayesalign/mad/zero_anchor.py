@@ -5,8 +5,15 @@ stability (:class:`bayesalign.transport.GromovWassersteinAlignment`; SCOT, Demet
 mutual pairs are the (i, j) that hold each other's largest entry of the coupling T, scored
 :math:`\min(n_a T_{ij}, 1)` (1 when row i's whole mass sits on j); the
 ``max(MIN_ANCHORS, PAIRS_PER_DIMENSION * latent_dim)`` highest scored tie the model's first fit (each pair one
-entity, as an anchor group), and self-training (:mod:`bayesalign.mad.self_training`, up to ``MAX_ROUNDS`` rounds)
-then ties the pairs the model itself is sure of.
+entity, as an anchor group). The all-rows model is then refitted from its q(X) with the whole coupling in its graph
+prior (``COUPLING_EDGES``): every unaligned row joined to its ``NEIGHBORS`` most probable partners under T by edges
+of their probability (:func:`~bayesalign.mad.coupling.coupling_edges`),
+
+.. math:: p(X) = N(0, (I + \lambda (L + L_T))^{-1}),
+
+so that each row is drawn toward its probable partners in the latent space, not only the few pairs tied. Last,
+self-training (:mod:`bayesalign.mad.self_training`, up to ``MAX_ROUNDS`` rounds) ties the pairs the model itself is
+sure of.
 
 Within-view distances do not change when a view is reflected, so when the views' geometry is symmetric the
 coupling cannot tell the correspondence from a mirror image. What the fit can see of that is said with a
@@ -32,6 +39,8 @@ __all__ = ["CONFIDENCE_THRESHOLD", "MAX_ROUNDS", "PAIRS_PER_DIMENSION", "WEAK_SU
 
 #: Starting pairs per latent dimension (at least ``MIN_ANCHORS``).
 PAIRS_PER_DIMENSION = 2
+#: Refit the all-rows model with the coupling's soft edges in its graph prior after the first fit.
+COUPLING_EDGES = True
 #: Self-training after the first fit: the probability a pair needs, and the most rounds.
 CONFIDENCE_THRESHOLD, MAX_ROUNDS = 0.9, 5
 #: Self-training that confirmed fewer than this fraction of the rows left to match supports the alignment weakly.
@@ -68,9 +77,20 @@ def gromov_wasserstein_pairs(views: Views, a: str, b: str):
     return (*mutual_pairs(aligner.coupling_), aligner)
 
 
+def _refit_under_the_coupling(mad, coupling, a: str, b: str) -> None:
+    """The all-rows model refitted from its q(X) under the graph prior with every unaligned row joined to its
+    ``NEIGHBORS`` most probable partners under the coupling (:func:`~bayesalign.mad.coupling.coupling_edges`)."""
+    from .coupling import NEIGHBORS, coupling_edges
+
+    n_entities, rows = mad.entities_
+    free_a, free_b = mad.posteriors_[a][0], mad.posteriors_[b][0]
+    edges = coupling_edges(coupling, free_a, free_b, rows[a], rows[b], n_entities, NEIGHBORS)
+    mad.refit(init=mad.embedding_, extra_edges=edges)
+
+
 def fit_without_anchors(mad) -> None:
-    """Fit ``mad`` (no anchors, two views) from the coupling's confident mutual pairs and self-train it (see the
-    module docstring); ``bootstrap_`` records the start: ``method``, the coupling's ``setting``, ``n_mutual_pairs``,
+    """Fit ``mad`` (no anchors, two views) from the coupling's confident mutual pairs, refit it under the coupling's
+    edges and self-train it (see the module docstring); ``bootstrap_`` records the start: ``method``, the coupling's ``setting``, ``n_mutual_pairs``,
     the starting ``pairs`` and their ``scores``, ``correct`` (of them, where the problem has truth), ``ambiguous``,
     ``self_training_added`` and ``weak_support``."""
     problem = mad.problem_
@@ -92,6 +112,8 @@ def fit_without_anchors(mad) -> None:
     mad.discovered_ = {(a, b): {"index_a": pairs[:, 0], "index_b": pairs[:, 1], "probability": scores,
                                 "cost": np.zeros(len(pairs)), "round": np.zeros(len(pairs), np.int64)}}
     mad.refit()
+    if COUPLING_EDGES and mad.entities_ is not None:
+        _refit_under_the_coupling(mad, aligner.coupling_, a, b)
     self_train(mad, CONFIDENCE_THRESHOLD, MAX_ROUNDS)
     added = mad.bootstrap_.get("self_training_added", 0)
     left = min(problem.views.n_samples[a], problem.views.n_samples[b]) - len(pairs)
