@@ -13,19 +13,20 @@ dimensions) and seconds:
 - ``GW``: :class:`bayesalign.transport.GromovWassersteinAlignment` at its defaults;
 - ``start``: the right pairs among the starting pairs MAD takes from that coupling
   (:func:`bayesalign.mad.zero_anchor.gromov_wasserstein_pairs`);
-- ``fit``: ``ba.MAD(seed=0)`` at its defaults, its first fit from those pairs (``zero_anchor.MAX_ROUNDS = 0``);
-- ``MAD``: that fit followed by self-training as the zero-anchor fit runs it (``MAX_ROUNDS`` rounds): MAD at
-  its defaults; seconds of the fit and the rounds together;
-- ``oracle``: with ``--oracle``, on the problems where MAD ends above GW, the same fit and rounds started from the
-  true partners of the same rows of view a (the ceiling of a start of that size);
+- ``MAD``: ``ba.MAD(seed=0)`` at its defaults: its fit from those pairs and its refit under the coupling's edges
+  (``zero_anchor.COUPLING_EDGES``);
+- with ``--parts``, ``pairs``: the fit from the pairs alone (``COUPLING_EDGES = False``), and ``+ST``: MAD followed
+  by self-training (``.self_train()``, up to 5 rounds; seconds of the fit and the rounds);
+- ``oracle``: with ``--oracle``, on the problems where MAD ends above GW, MAD started from the true partners of
+  the same rows of view a (the ceiling of a start of that size);
 - ``old``: with ``--main PATH`` (a tree holding another version of the package, e.g. ``git archive <commit>
   bayesalign | tar -x -C PATH``), that version's ``ba.MAD(seed=0)`` on the problems named by ``--main-problems``
   (default: MMD-MA branch alone), in a child process;
 - ``ratio``: MAD over GW (the target: at most 1.0);
-- ``cpu``: the CPU seconds of MAD's fit and rounds (the process's, one thread: its seconds on an idle core).
+- ``cpu``: the CPU seconds of MAD's fit (the process's, one thread: its seconds on an idle core).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_zero_anchors.py [--quick | --large] [--problems "mocap"]
-        [--oracle] [--main PATH [--main-problems "mmdma branch"]]
+        [--oracle] [--parts] [--main PATH [--main-problems "mmdma branch"]]
 """
 
 from __future__ import annotations
@@ -84,20 +85,22 @@ def quiet_fit(problem, **constant_values):
     return mad, time.perf_counter() - start, time.process_time() - cpu
 
 
-def self_trained(mad):
-    """A copy of a first fit, self-trained as the zero-anchor fit does it; (model, seconds)."""
-    from bayesalign.mad import zero_anchor
+def part(mad, problem) -> float:
+    return np.nan if mad is None else score(mad.embedding_, problem)
 
+
+def self_trained(mad):
+    """A copy of a fit, self-trained (``.self_train()`` at its defaults); (model, seconds, CPU seconds)."""
     mad = copy.deepcopy(mad)
     start, cpu = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mad.self_train(zero_anchor.CONFIDENCE_THRESHOLD, zero_anchor.MAX_ROUNDS)
+        mad.self_train()
     return mad, time.perf_counter() - start, time.process_time() - cpu
 
 
 def oracle(problem, mad) -> float:
-    """FOSCTTM of MAD started from the true partners of its starting pairs' rows of view a, then self-trained."""
+    """FOSCTTM of MAD started from the true partners of its starting pairs' rows of view a."""
     a, b = problem.views.names
     partner = dict(zip(*(c.tolist() for c in (problem.truth_between(a, b).index_a,
                                               problem.truth_between(a, b).index_b))))
@@ -142,6 +145,7 @@ def main(argv=None) -> None:
     size.add_argument("--large", action="store_true", help="1,000 rows per view, two problems")
     parser.add_argument("--problems", nargs="*", default=None)
     parser.add_argument("--oracle", action="store_true")
+    parser.add_argument("--parts", action="store_true", help="also the fit from the pairs alone, and self-training")
     parser.add_argument("--main", default=None, help="a tree holding another version of the bayesalign package")
     parser.add_argument("--main-problems", nargs="*", default=["mmdma branch"])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -152,8 +156,8 @@ def main(argv=None) -> None:
     from bayesalign.transport import GromovWassersteinAlignment
 
     child = None if args.main is None else old_version(args.main, args.main_problems, args.quick, args.large)
-    header = (f"{'problem':<16} {'rows':>5} | {'GW':>5} {'s':>4} | {'start':>6} | {'fit':>5} {'s':>4} | "
-              f"{'MAD':>5} {'s':>4} | {'oracle':>6} | {'ratio':>5} | {'cpu':>4}")
+    header = (f"{'problem':<16} {'rows':>5} | {'GW':>5} {'s':>4} | {'start':>6} | {'pairs':>5} | "
+              f"{'MAD':>5} {'s':>4} {'cpu':>4} | {'+ST':>5} {'s':>4} | {'oracle':>6} | {'ratio':>5}")
     print("no anchors: FOSCTTM of all rows, seconds")
     print(header)
     print("-" * len(header))
@@ -167,16 +171,18 @@ def main(argv=None) -> None:
             warnings.simplefilter("ignore")
             gw = GromovWassersteinAlignment().fit(problem)
         t_gw, gw_score = time.perf_counter() - start, score(gw.embedding_, problem)
-        first, t_fit, cpu_fit = quiet_fit(problem, MAX_ROUNDS=0)
-        trained, t_rounds, cpu_rounds = self_trained(first)
-        boot = first.bootstrap_
-        mad_score = score(trained.embedding_, problem)
+        mad, t_fit, cpu_fit = quiet_fit(problem)
+        pairs_only = quiet_fit(problem, COUPLING_EDGES=False)[0] if args.parts else None
+        trained, t_rounds, _ = self_trained(mad) if args.parts else (None, np.nan, np.nan)
+        boot = mad.bootstrap_
+        mad_score = score(mad.embedding_, problem)
         ratios.append(mad_score / max(gw_score, 1e-12))
-        ceiling = oracle(problem, first) if args.oracle and ratios[-1] > 1.0 else np.nan
+        ceiling = oracle(problem, mad) if args.oracle and ratios[-1] > 1.0 else np.nan
         rows = "x".join(str(n) for n in problem.views.n_samples.values())
         print(f"{name:<16} {rows:>5} | {gw_score:.3f} {t_gw:4.0f} | {boot['correct']:>2}/{len(boot['pairs']):<3} | "
-              f"{score(first.embedding_, problem):.3f} {t_fit:4.0f} | {mad_score:.3f} {t_fit + t_rounds:4.0f} | "
-              f"{ceiling:6.3f} | {ratios[-1]:5.2f} | {cpu_fit + cpu_rounds:4.0f}", flush=True)
+              f"{part(pairs_only, problem):5.3f} | {mad_score:.3f} {t_fit:4.0f} {cpu_fit:4.0f} | "
+              f"{part(trained, problem):5.3f} {t_fit + t_rounds:4.0f} | {ceiling:6.3f} | "
+              f"{ratios[-1]:5.2f}", flush=True)
     print(f"\nMAD at most 1.0x GW on {sum(r <= 1.0 for r in ratios)} of {len(ratios)} problems")
     if child is not None:
         print(f"\nthe version at {args.main} (its ba.MAD(seed=0) without anchors):")

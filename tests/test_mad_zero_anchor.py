@@ -31,9 +31,8 @@ def _y_tree(arms=(50, 35, 20), seed=0) -> ba.AlignmentProblem:
 @pytest.fixture(scope="module")
 def tree_fit():
     problem = _y_tree()
-    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        patch.setattr(zero_anchor, "MAX_ROUNDS", 1)
         mad = ba.MAD(latent_dim=2, num_inducing=8, seed=0, engine_options={"max_iter": 60}).fit(problem)
     return problem, mad, [str(w.message) for w in caught]
 
@@ -67,6 +66,25 @@ def test_the_zero_anchor_fit_recovers_the_y_trees_correspondence(tree_fit):
     assert record["fallback"] and alignment.info["temperature"] == 1.0
 
 
+def test_the_refit_joins_every_unaligned_row_to_its_most_probable_partners_under_the_coupling(tree_fit):
+    # brute force on the fitted model: the prior's cross-view edges of each unaligned row of a are its NEIGHBORS
+    # largest entries of the coupling among the unaligned rows of b (or ones that picked it), weighted by them
+    from bayesalign.mad.coupling import NEIGHBORS
+
+    problem, mad, _ = tree_fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        T = zero_anchor.gromov_wasserstein_pairs(problem.views, "a", "b")[2].coupling_
+    n_entities, rows = mad.entities_
+    free_a, free_b = mad.posteriors_["a"][0], mad.posteriors_["b"][0]
+    W = mad.prior_edges_.toarray()[np.ix_(rows["a"][free_a], rows["b"][free_b])]  # [n_a', n_b'] cross-view
+    by_row = (T / T.sum(1, keepdims=True))[np.ix_(free_a, free_b)]
+    for k in range(len(free_a)):
+        top = np.argsort(-by_row[k], kind="stable")[:NEIGHBORS]
+        assert np.all(W[k, top] >= by_row[k, top] * (1 - 1e-9))  # the row's own choice, or its partners' larger
+    assert np.all(W <= 1 + 1e-12) and np.count_nonzero(W) <= 2 * NEIGHBORS * len(free_a)
+
+
 def test_a_symmetric_geometry_is_said_to_be_ambiguous():
     # points evenly on a circle: every rotation and reflection of it is as good to Gromov-Wasserstein, so its
     # settings' couplings disagree; MAD says so in its own name
@@ -82,19 +100,17 @@ def test_a_symmetric_geometry_is_said_to_be_ambiguous():
     assert aligner.ambiguous_ and len(pairs) == len(scores)
 
 
-def _restarted(mad, monkeypatch, added: int | None = None, pairs=None):
-    """``fit_without_anchors`` on a copy of a fitted MAD, with its coupling's pairs and self-training replaced."""
+def _restarted(mad, monkeypatch, support: int = 0, pairs=None):
+    """``fit_without_anchors`` on a copy of a fitted MAD, its coupling's pairs and the model's sure pairs replaced
+    (no refit)."""
     mad = copy.deepcopy(mad)
     boot = mad.bootstrap_
     found = (boot["pairs"], boot["scores"]) if pairs is None else pairs
     aligner = SimpleNamespace(setting_=boot["setting"], ambiguous_=True)
     monkeypatch.setattr(zero_anchor, "gromov_wasserstein_pairs", lambda views, a, b: (*found, aligner))
     monkeypatch.setattr(type(mad), "refit", lambda self, *args, **kwargs: self)
-
-    def self_train(model, threshold, rounds):
-        model.bootstrap_["self_training_added"] = added
-
-    monkeypatch.setattr(zero_anchor, "self_train", self_train)
+    monkeypatch.setattr(zero_anchor, "COUPLING_EDGES", False)
+    monkeypatch.setattr(zero_anchor, "confident_pairs", lambda model, a, b, threshold: (None, np.arange(support), None))
     zero_anchor.fit_without_anchors(mad)
     return mad
 
@@ -103,16 +119,18 @@ def test_weak_support_is_said_with_a_warning_and_a_flag(tree_fit, monkeypatch):
     problem, mad, _ = tree_fit
     left = problem.views.n_samples["a"] - len(mad.bootstrap_["pairs"])
     weak = int(np.ceil(zero_anchor.WEAK_SUPPORT * left)) - 1
-    with pytest.warns(RuntimeWarning, match=f"self-training confirmed only {weak} of the {left} rows"):
-        restarted = _restarted(mad, monkeypatch, added=weak)
-    assert restarted.bootstrap_["weak_support"] and restarted.bootstrap_["ambiguous"]  # the coupling's flag kept
+    for support in (0, weak):
+        with pytest.warns(RuntimeWarning, match=f"is sure of {support} of the {left} rows left to match"):
+            restarted = _restarted(mad, monkeypatch, support=support)
+        assert restarted.bootstrap_["weak_support"] and restarted.bootstrap_["support"] == support
+        assert restarted.bootstrap_["ambiguous"]  # the coupling's flag, kept
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # enough support: no warning
-        assert not _restarted(mad, monkeypatch, added=weak + 1).bootstrap_["weak_support"]
+        assert not _restarted(mad, monkeypatch, support=weak + 1).bootstrap_["weak_support"]
 
 
 def test_too_few_mutual_pairs_are_refused_naming_the_views(tree_fit, monkeypatch):
     _, mad, _ = tree_fit
     two = (np.array([[0, 1], [2, 3]], np.int64), np.ones(2))
     with pytest.raises(ValueError, match="views 'a' and 'b' has 2 confident mutual pairs; MAD needs at least 3"):
-        _restarted(mad, monkeypatch, added=0, pairs=two)
+        _restarted(mad, monkeypatch, pairs=two)

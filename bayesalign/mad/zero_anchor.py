@@ -11,16 +11,16 @@ of their probability (:func:`~bayesalign.mad.coupling.coupling_edges`),
 
 .. math:: p(X) = N(0, (I + \lambda (L + L_T))^{-1}),
 
-so that each row is drawn toward its probable partners in the latent space, not only the few pairs tied. Last,
-self-training (:mod:`bayesalign.mad.self_training`, up to ``MAX_ROUNDS`` rounds) ties the pairs the model itself is
-sure of.
+so that each row is drawn toward its probable partners in the latent space, not only the few pairs tied. Its
+support is read from the fitted model: the pairs it is sure of (:func:`~bayesalign.mad.self_training.confident_pairs`,
+probability at least ``CONFIDENCE_THRESHOLD`` and mutual nearest neighbours), which self-training
+(:meth:`~bayesalign.MAD.self_train`) would tie.
 
 Within-view distances do not change when a view is reflected, so when the views' geometry is symmetric the
 coupling cannot tell the correspondence from a mirror image. What the fit can see of that is said with a
 RuntimeWarning and a flag in ``bootstrap_``: the coupling's settings disagreeing (``ambiguous``, the aligner's
-:attr:`~bayesalign.transport.TransportAlignment.ambiguous_`), self-training confirming none of the starting pairs
-(``self_training_added`` 0, :func:`~bayesalign.mad.self_training.self_train`) or few of the rows left to match
-(``weak_support``, fewer than ``WEAK_SUPPORT`` of them).
+:attr:`~bayesalign.transport.TransportAlignment.ambiguous_`), the model sure of none (``support`` 0) or of few of the
+rows left to match (``weak_support``, fewer than ``WEAK_SUPPORT`` of them).
 """
 
 from __future__ import annotations
@@ -31,19 +31,19 @@ import numpy as np
 
 from ..data import Views
 from .refinement import truth_pairs
-from .self_training import self_train
+from .self_training import confident_pairs
 from .training import MIN_ANCHORS, mean_filled
 
-__all__ = ["CONFIDENCE_THRESHOLD", "MAX_ROUNDS", "PAIRS_PER_DIMENSION", "WEAK_SUPPORT", "fit_without_anchors",
+__all__ = ["CONFIDENCE_THRESHOLD", "COUPLING_EDGES", "PAIRS_PER_DIMENSION", "WEAK_SUPPORT", "fit_without_anchors",
            "gromov_wasserstein_pairs", "mutual_pairs"]
 
 #: Starting pairs per latent dimension (at least ``MIN_ANCHORS``).
 PAIRS_PER_DIMENSION = 2
 #: Refit the all-rows model with the coupling's soft edges in its graph prior after the first fit.
 COUPLING_EDGES = True
-#: Self-training after the first fit: the probability a pair needs, and the most rounds.
-CONFIDENCE_THRESHOLD, MAX_ROUNDS = 0.9, 5
-#: Self-training that confirmed fewer than this fraction of the rows left to match supports the alignment weakly.
+#: The probability a pair the model is sure of needs.
+CONFIDENCE_THRESHOLD = 0.9
+#: A model sure of fewer than this fraction of the rows left to match supports the alignment weakly.
 WEAK_SUPPORT = 0.2
 
 
@@ -89,10 +89,10 @@ def _refit_under_the_coupling(mad, coupling, a: str, b: str) -> None:
 
 
 def fit_without_anchors(mad) -> None:
-    """Fit ``mad`` (no anchors, two views) from the coupling's confident mutual pairs, refit it under the coupling's
-    edges and self-train it (see the module docstring); ``bootstrap_`` records the start: ``method``, the coupling's ``setting``, ``n_mutual_pairs``,
-    the starting ``pairs`` and their ``scores``, ``correct`` (of them, where the problem has truth), ``ambiguous``,
-    ``self_training_added`` and ``weak_support``."""
+    """Fit ``mad`` (no anchors, two views) from the coupling's confident mutual pairs and refit it under the
+    coupling's edges (see the module docstring); ``bootstrap_`` records the start: ``method``, the coupling's
+    ``setting``, ``n_mutual_pairs``, the starting ``pairs`` and their ``scores``, ``correct`` (of them, where the
+    problem has truth), ``ambiguous``, ``support`` (the pairs the fitted model is sure of) and ``weak_support``."""
     problem = mad.problem_
     a, b = problem.views.names
     pairs, scores, aligner = gromov_wasserstein_pairs(mean_filled(problem.views), a, b)
@@ -114,12 +114,14 @@ def fit_without_anchors(mad) -> None:
     mad.refit()
     if COUPLING_EDGES and mad.entities_ is not None:
         _refit_under_the_coupling(mad, aligner.coupling_, a, b)
-    self_train(mad, CONFIDENCE_THRESHOLD, MAX_ROUNDS)
-    added = mad.bootstrap_.get("self_training_added", 0)
+    with warnings.catch_warnings():  # no anchor for the misfit or the temperature: align() says so itself
+        warnings.simplefilter("ignore", RuntimeWarning)
+        support = int(confident_pairs(mad, a, b, CONFIDENCE_THRESHOLD)[1].size)
     left = min(problem.views.n_samples[a], problem.views.n_samples[b]) - len(pairs)
-    mad.bootstrap_["weak_support"] = bool(0 < added < WEAK_SUPPORT * left)
+    mad.bootstrap_.update(support=support, weak_support=bool(support < WEAK_SUPPORT * left))
     if mad.bootstrap_["weak_support"]:
-        warnings.warn(f"MAD without anchors: self-training confirmed only {added} of the {left} rows left to match "
-                      f"from the {len(pairs)} Gromov-Wasserstein starting pairs (fewer than WEAK_SUPPORT = "
-                      f"{WEAK_SUPPORT:.0%}): the data barely support the alignment, which may be wrong (a mirror "
-                      "image is common). Check bootstrap_ and give a few anchors", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"MAD without anchors: the model fitted from the {len(pairs)} Gromov-Wasserstein starting pairs "
+                      f"is sure of {support} of the {left} rows left to match (probability at least "
+                      f"{CONFIDENCE_THRESHOLD} and mutual nearest; fewer than WEAK_SUPPORT = {WEAK_SUPPORT:.0%}): the "
+                      "data barely support the alignment, which may be wrong (a mirror image is common). Check "
+                      "bootstrap_ and give a few anchors", RuntimeWarning, stacklevel=3)
