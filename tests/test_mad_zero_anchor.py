@@ -134,3 +134,16 @@ def test_too_few_mutual_pairs_are_refused_naming_the_views(tree_fit, monkeypatch
     two = (np.array([[0, 1], [2, 3]], np.int64), np.ones(2))
     with pytest.raises(ValueError, match="views 'a' and 'b' has 2 confident mutual pairs; MAD needs at least 3"):
         _restarted(mad, monkeypatch, pairs=two)
+
+
+def test_the_start_record_survives_a_file(tree_fit, tmp_path):
+    from bayesalign.mad import load, save
+
+    _, mad, _ = tree_fit
+    save(mad, tmp_path / "zero.npz")
+    loaded = load(tmp_path / "zero.npz").bootstrap_
+    boot = mad.bootstrap_
+    assert loaded["pairs"].dtype == np.int64 and np.array_equal(loaded["pairs"], boot["pairs"])
+    keys = ("method", "setting", "n_mutual_pairs", "correct", "ambiguous", "support", "weak_support")
+    assert {k: loaded[k] for k in keys} == {k: boot[k] for k in keys}
+    np.testing.assert_allclose(loaded["scores"], boot["scores"], rtol=0)  # JSON keeps a float64 exactly
