@@ -39,7 +39,6 @@ import subprocess
 import sys
 import time
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 from bench_mad_geometry import constants  # a module's constants set for a block
@@ -101,16 +100,18 @@ def self_trained(mad):
 
 def oracle(problem, mad) -> float:
     """FOSCTTM of MAD started from the true partners of its starting pairs' rows of view a."""
+    from bayesalign.mad import zero_anchor
+
     a, b = problem.views.names
     partner = dict(zip(*(c.tolist() for c in (problem.truth_between(a, b).index_a,
                                               problem.truth_between(a, b).index_b))))
     start = mad.bootstrap_["pairs"]
     rows = np.array([i for i in start[:, 0] if int(i) in partner], np.int64)
     true_pairs = np.c_[rows, [partner[int(i)] for i in rows]].astype(np.int64)
-    aligner = SimpleNamespace(setting_=mad.bootstrap_["setting"], ambiguous_=mad.bootstrap_["ambiguous"])
+    found = zero_anchor.gromov_wasserstein_pairs
 
-    def truth_start(views, a_, b_):  # the coupling's record kept, its pairs replaced
-        return true_pairs, np.ones(len(true_pairs)), aligner
+    def truth_start(views, a_, b_):  # the coupling kept (its edges), its starting pairs replaced
+        return true_pairs, np.ones(len(true_pairs)), found(views, a_, b_)[2]
 
     fitted, *_ = quiet_fit(problem, gromov_wasserstein_pairs=truth_start)
     return score(fitted.embedding_, problem)
