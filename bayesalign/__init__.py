@@ -18,7 +18,7 @@ import importlib
 __version__ = "0.1.0"
 
 #: public name -> the module that is it or defines it; loaded on first attribute access
-_LAZY = {"bootstrap": "bayesalign.bootstrap", "compare": "bayesalign.compare", "datasets": "bayesalign.datasets",
+_LAZY = {"compare": "bayesalign.compare", "datasets": "bayesalign.datasets",
          "gp": "bayesalign.gp", "graph": "bayesalign.graph",
          "mad": "bayesalign.mad", "matching": "bayesalign.matching", "metrics": "bayesalign.metrics",
          "pipelines": "bayesalign.pipelines", "plot": "bayesalign.plot", "registry": "bayesalign.registry",
@@ -28,7 +28,7 @@ _LAZY = {"bootstrap": "bayesalign.bootstrap", "compare": "bayesalign.compare", "
          "Correspondence": "bayesalign.data", "LatentEmbedding": "bayesalign.data", "Views": "bayesalign.data"}
 
 __all__ = ["Alignment", "AlignmentProblem", "BayesianGPLVM", "Correspondence", "LatentEmbedding", "MAD", "MADEnsemble",
-           "MRD", "Views", "__version__", "bootstrap", "compare", "datasets", "gp", "graph", "mad",
+           "MRD", "Views", "__version__", "compare", "datasets", "gp", "graph", "mad",
            "matching", "metrics", "pipelines", "plot", "registry", "singlecell", "spectral", "transport"]
 
 

@@ -23,8 +23,7 @@ anchors (``split_anchors(0.1, seed=s)``, s = 0 .. seeds - 1; mean over the draws
   partner with weight 1): the ceiling of soft edges in the graph prior.
 
 With ``--zero``: the same problems without anchors (view b's rows shuffled), GW beside MAD's zero-anchor fit
-(:mod:`bayesalign.mad.zero_anchor`) with its default bootstraps and with the geodesic GW coupling alone as start
-(``BOOTSTRAPS = ("geodesic_gromov_wasserstein",)``, no reflections).
+(:mod:`bayesalign.mad.zero_anchor`; ``bench_zero_anchors.py`` compares its parts).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_mad_geometry.py [--seeds 2] [--problems mocap] [--quick]
         [--main PATH] [--oracle] [--zero]
@@ -248,7 +247,7 @@ def without_anchors(all_problems) -> None:
     from bayesalign.mad import zero_anchor
     from bayesalign.transport import GromovWassersteinAlignment
 
-    variants = {"bootstrap": {}, "GW start": dict(BOOTSTRAPS=("geodesic_gromov_wasserstein",), REFLECTIONS=0)}
+    variants = {"MAD": {}}
     print("\nno anchors (FOSCTTM of all rows; seconds)")
     header = f"{'problem':<16} | {'GW':>5} {'s':>5} | " + " | ".join(f"{v:>12} {'s':>5}" for v in variants)
     print(header)

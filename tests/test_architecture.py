@@ -27,9 +27,8 @@ ALLOWED = {
     "gp": {"data"},
     "spectral": {"graph", "metrics", "data"},  # metrics: least squares picks its reference by held-out FOSCTTM
     "transport": {"graph", "metrics", "data"},  # metrics: settings are chosen by the anchors' FOSCTTM
-    "bootstrap": {"matching", "spectral", "transport", "data"},
     # graph and spectral: the all-rows model's graph prior over the views' neighbourhoods and its start
-    "mad": {"gp", "matching", "metrics", "bootstrap", "graph", "spectral", "transport", "data"},
+    "mad": {"gp", "matching", "metrics", "graph", "spectral", "transport", "data"},
     "pipelines": {"gp", "spectral", "data"},
 }
 

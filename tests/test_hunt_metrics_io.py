@@ -1,4 +1,4 @@
-"""Regression tests of a bug hunt over metrics, compare, bootstrap and the dataset loaders."""
+"""Regression tests of a bug hunt over metrics, compare and the dataset loaders."""
 
 from __future__ import annotations
 
@@ -55,21 +55,6 @@ def test_label_transfer_without_shared_dimensions_says_so():
     labels = {"a": np.array([0, 0, 1, 1]), "b": np.array([0, 0, 1, 1])}
     with pytest.raises(ValueError, match="no shared dimensions"):
         metrics.label_transfer_accuracy(emb, labels, k=1)
-
-
-# bootstrap -------------------------------------------------------------------------------------
-def test_unsupervised_pairs_names_the_view_with_a_missing_value():
-    from bayesalign.bootstrap import reflection_starts, unsupervised_pairs
-
-    X = np.random.default_rng(0).standard_normal((12, 3))
-    holey = X.copy()
-    holey[4, 1] = np.nan
-    with pytest.raises(ValueError, match=r"view_b.*row 4, column 1"):
-        unsupervised_pairs(X, holey)
-    with pytest.raises(ValueError, match=r"view_a.*row 4, column 1"):
-        reflection_starts(holey, X)
-    with pytest.raises(ValueError, match="n_axes"):
-        reflection_starts(X, X, n_axes=0)
 
 
 # datasets --------------------------------------------------------------------------------------

@@ -499,51 +499,6 @@ def test_embedding_holds_every_row_and_matches_like_align(toy):
     np.testing.assert_allclose(al.probabilities, direct.probabilities, rtol=0, atol=2e-3)
 
 
-def test_gromov_wasserstein_bootstrap_finds_right_pairs_on_the_toy():
-    # the zero-anchor start: on "linear_shared" (seed 0, view 2 shuffled) the 6 most confident mutual pairs of
-    # entropic GW are all right (benchmarks/RESULTS.md: 6 of 6 with the hand-written and with POT's solver);
-    # seed 1 is the known failure (a mirror image), so this seed is a test of the solver, not of luck
-    from bayesalign.bootstrap import unsupervised_pairs
-    from bayesalign.datasets import mad_toy
-
-    problem = mad_toy("linear_shared", seed=0).shuffle_unaligned(seed=0)
-    a, b = problem.views.names
-    pairs, scores = unsupervised_pairs(problem.views[a], problem.views[b], "gromov_wasserstein")
-    assert np.all((scores > 0) & (scores <= 1 + 1e-9))
-    truth = set(map(tuple, problem.truth_between(a, b).pairs.tolist()))
-    top = pairs[np.argsort(-scores, kind="stable")[:6]]
-    assert sum(tuple(p) in truth for p in top.tolist()) == 6
-    with pytest.raises(ValueError, match="bootstrap must be one of"):
-        unsupervised_pairs(problem.views[a], problem.views[b], "nearest")
-
-
-def test_reflection_starts_let_self_training_pick_the_right_bootstrap_over_its_mirror_images(monkeypatch):
-    # "linear_shared" seed 1 with no anchor: Gromov-Wasserstein from its default start locks onto a mirror image
-    # (none of its most confident pairs right); started from each reflection of the leading principal axes, one
-    # candidate is right (7 of 8 pairs), and the model fitted (under N(0, I), as every fit that compares several
-    # candidates) and self-trained from it is the one self-training extends most
-    from bayesalign import MAD
-    from bayesalign.datasets import mad_toy
-    from bayesalign.metrics import evaluate
-
-    problem = mad_toy("linear_shared", seed=1, n_anchors=0).shuffle_unaligned(seed=1)
-    monkeypatch.setattr("bayesalign.mad.zero_anchor.BOOTSTRAPS", ("gromov_wasserstein",))
-    monkeypatch.setattr("bayesalign.mad.zero_anchor.MAX_ROUNDS", 1)
-    mad = MAD(latent_dim=4, num_inducing=8, seed=1, progress=False, engine_options={"max_iter": 150}).fit(problem)
-    candidates = mad.bootstrap_["candidates"]
-    assert len(candidates) == 4 and {c["signs"] for c in candidates} == {(1, 1), (1, -1), (-1, 1), (-1, -1)}
-    support = [(c["self_training_added"], c["bound"]) for c in candidates]
-    chosen = candidates[mad.bootstrap_["chosen"]]
-    assert (chosen["self_training_added"], chosen["bound"]) == max(support) and chosen["self_training_added"] > 0
-    assert chosen["correct"] >= 0.75 * chosen["n_pairs"]
-    assert sum(c["correct"] >= 0.5 * c["n_pairs"] for c in candidates) == 1  # the others are mirror images
-    with pytest.warns(RuntimeWarning, match="no anchor pair to fit the temperature on"):
-        alignment = mad.align(matcher="hungarian")
-    assert evaluate(alignment, problem)["accuracy"] > 0.7
-    record = mad.calibration_[("Y1", "Y2", "likelihood")]  # no anchor: the posterior temperature, said so
-    assert record["fallback"] and not record["one_sided"] and alignment.info["temperature"] == 1.0
-
-
 def test_temperature_fitted_on_the_anchors_minimises_their_negative_log_probability(toy):
     # brute force: the anchors re-inferred view by view join the unaligned rows; the objective is minus the log
     # Sinkhorn marginal of the true anchor pairs; T* must beat every temperature of a grid over the search range.

@@ -1,5 +1,5 @@
 """MAD that learns from every row (training="all_rows"): the partially observed MRD under MAD, and the
-honesty checks of any MAD fit (a view switched off, no shared dimension, an unconfirmed bootstrap)."""
+honesty checks of any MAD fit (a view switched off, no shared dimension)."""
 
 from __future__ import annotations
 
@@ -209,14 +209,6 @@ def test_a_switched_off_view_and_an_empty_shared_space_are_reported(toy, all_row
     with pytest.raises(ValueError, match="share no latent dimension"):
         mad.align(matcher="hungarian")
     assert all_rows.switched_off_views_ == []  # the real fit keeps both views
-
-
-def test_an_unconfirmed_zero_anchor_bootstrap_warns(monkeypatch):
-    problem = ba.datasets.mad_toy("linear_shared", seed=1, n_anchors=0).shuffle_unaligned(seed=1)
-    monkeypatch.setattr("bayesalign.mad.zero_anchor.MAX_ROUNDS", 0)  # no self-training round: nothing confirmed
-    with pytest.warns(RuntimeWarning, match="self-training added no pair"):
-        mad = ba.MAD(latent_dim=3, num_inducing=8, seed=0, engine_options={"max_iter": 60}).fit(problem)
-    assert mad.bootstrap_["self_training_added"] == 0
 
 
 def test_a_fit_that_stops_at_max_iter_says_so(toy):

@@ -3,8 +3,6 @@ with q(X) (bayesalign.mad.refinement)."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import ot
 import pytest
@@ -124,18 +122,3 @@ def test_q_p_rounds_never_leave_the_anchors_aligned_worse_than_the_first_fit(mon
     score = anchor_foscttm(mad.anchor_pool("Y1", "Y2", held_out=True), mad.cost, ("Y1", "Y2"))
     assert score == pytest.approx(kept[0]["anchor_foscttm"], abs=1e-6) and score <= first
     assert 0 <= history[0]["accuracy"] <= 1
-
-
-def test_the_geodesic_bootstrap_pairs_are_the_mutual_maxima_of_the_gw_coupling():
-    # brute force: every (i, j) with j the largest entry of row i and i the largest of column j, scored n T_ij
-    from bayesalign.mad.zero_anchor import geodesic_pairs
-    from bayesalign.transport import GromovWassersteinAlignment
-
-    problem = ba.datasets.mmdma_simulation("swiss_roll", n_samples=60, n_features=(8, 10), seed=0)
-    with warnings.catch_warnings():  # an ambiguous setting's warning is the aligner's, not this test's
-        warnings.simplefilter("ignore")
-        pairs, scores = geodesic_pairs(problem.views, "view1", "view2")
-        T = GromovWassersteinAlignment().fit(problem.views).coupling_
-    expected = [(i, j) for i in range(60) for j in range(60) if T[i].argmax() == j and T[:, j].argmax() == i]
-    assert [tuple(p) for p in pairs.tolist()] == expected
-    np.testing.assert_allclose(scores, [min(60 * T[i, j], 1.0) for i, j in expected], rtol=1e-12)

@@ -78,7 +78,7 @@ class MAD(PosteriorAligner, BaseEstimator):
     exp(-C / T), T fitted on the anchor pairs (:mod:`bayesalign.mad.calibration`). With anchors,
     ``refinement.ROUNDS`` rounds of q(P), a posterior over the matching, and q(X) follow the fit (none by default;
     :mod:`bayesalign.mad.refinement`); with none,
-    the fit starts from unsupervised pairs and self-trains (:mod:`bayesalign.mad.zero_anchor`).
+    the fit starts from the views' Gromov-Wasserstein coupling (:mod:`bayesalign.mad.zero_anchor`).
 
     Parameters
     ----------

@@ -22,7 +22,7 @@ from .calibration import MIN_CALIBRATION_PAIRS
 from .posteriors import anchor_foscttm
 from .refinement import truth_pairs
 
-__all__ = ["check_self_training", "self_train"]
+__all__ = ["check_self_training", "confident_pairs", "self_train"]
 
 
 def check_self_training(problem, confidence_threshold, max_rounds) -> None:
@@ -42,6 +42,19 @@ def _members(estimator) -> list:
 def _bound(estimator):
     bounds = [float(member.model_.elbo()) for member in _members(estimator)]
     return bounds if hasattr(estimator, "estimators_") else bounds[0]
+
+
+def confident_pairs(estimator, a, b, confidence_threshold: float = 0.9):
+    """The pairs the model is sure of: ``(alignment, keep, (rows_a, rows_b))`` with ``alignment`` the Hungarian
+    matching of the unaligned rows of a and b (probabilities at the posterior temperature), ``keep`` the positions
+    of its pairs whose probability is at least ``confidence_threshold`` and that are mutual nearest neighbours under
+    the cost, and the unaligned rows of each view."""
+    rows_a, rows_b, C = estimator.cost_matrix(a, b)  # [n_a, n_b]: the mutual nearest neighbours need all of it
+    al = estimator.align(a, b, matcher="hungarian", include_discovered=False, temperature="posterior")
+    mutual = mutual_nearest(C)
+    pos_a, pos_b = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
+    keep = np.flatnonzero((al.probabilities >= float(confidence_threshold)) & mutual[pos_a, pos_b])
+    return al, keep, (rows_a, rows_b)
 
 
 def self_train(estimator, confidence_threshold: float = 0.9, max_rounds: int = 5) -> None:
@@ -66,11 +79,7 @@ def self_train(estimator, confidence_threshold: float = 0.9, max_rounds: int = 5
 
     best_score = score() if judged else None
     for round_ in range(1, int(max_rounds) + 1):
-        rows_a, rows_b, C = estimator.cost_matrix(a, b)  # [n_a, n_b]: the mutual nearest neighbours need all of it
-        al = estimator.align(a, b, matcher="hungarian", include_discovered=False, temperature="posterior")
-        mutual = mutual_nearest(C)
-        pos_a, pos_b = np.searchsorted(rows_a, al.index_a), np.searchsorted(rows_b, al.index_b)
-        keep = np.flatnonzero((al.probabilities >= float(confidence_threshold)) & mutual[pos_a, pos_b])
+        al, keep, (rows_a, rows_b) = confident_pairs(estimator, a, b, confidence_threshold)
         room = min(rows_a.size, rows_b.size) - 1  # leave a row of each view to align (a fit refuses a view with none)
         if keep.size > room:
             keep = keep[np.argsort(-al.probabilities[keep], kind="stable")[:max(room, 0)]]

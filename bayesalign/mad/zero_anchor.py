@@ -1,14 +1,26 @@
-"""MAD without anchors: unsupervised starting pairs, each candidate fitted and self-trained, the best supported kept.
+r"""MAD without anchors: the model started from the confident pairs of the views' Gromov-Wasserstein coupling.
 
-The candidates are the most confident mutual pairs of entropic Gromov-Wasserstein between the views' within-view
-distances (started from each reflection of the views' leading principal axes, since a mirror image is as good to
-it as the right correspondence) and of the shared-subspace Procrustes search (:mod:`bayesalign.bootstrap`). From
-each candidate's pairs the model is fitted and self-trained (hard EM over the correspondence); the candidate whose
-self-training confirmed the most pairs is kept (the highest final bound among those equally extended). When a
-candidate that pairs the rows differently was extended nearly as much (``RIVAL_SUPPORT``), a RuntimeWarning says
-the alignment is ambiguous; when the kept one confirmed few rows (``WEAK_SUPPORT``), that it is weakly supported.
-With several candidates every fit uses p(X) = N(0, I): the graph prior is built over the entities, which each
-candidate's pairs merge differently, so its bounds would compare different priors.
+The views' k-NN geodesic distances are coupled by entropic Gromov-Wasserstein, its settings chosen by their
+stability (:class:`bayesalign.transport.GromovWassersteinAlignment`; SCOT, Demetci et al. 2022). Its confident
+mutual pairs are the (i, j) that hold each other's largest entry of the coupling T, scored
+:math:`\min(n_a T_{ij}, 1)` (1 when row i's whole mass sits on j); the
+``max(MIN_ANCHORS, PAIRS_PER_DIMENSION * latent_dim)`` highest scored tie the model's first fit (each pair one
+entity, as an anchor group). The all-rows model is then refitted from its q(X) with the whole coupling in its graph
+prior (``COUPLING_EDGES``): every unaligned row joined to its ``NEIGHBORS`` most probable partners under T by edges
+of their probability (:func:`~bayesalign.mad.coupling.coupling_edges`),
+
+.. math:: p(X) = N(0, (I + \lambda (L + L_T))^{-1}),
+
+so that each row is drawn toward its probable partners in the latent space, not only the few pairs tied. Its
+support is read from the fitted model: the pairs it is sure of (:func:`~bayesalign.mad.self_training.confident_pairs`,
+probability at least ``CONFIDENCE_THRESHOLD`` and mutual nearest neighbours), which self-training
+(:meth:`~bayesalign.MAD.self_train`) would tie.
+
+Within-view distances do not change when a view is reflected, so when the views' geometry is symmetric the
+coupling cannot tell the correspondence from a mirror image. What the fit can see of that is said with a
+RuntimeWarning and a flag in ``bootstrap_``: the coupling's settings disagreeing (``ambiguous``, the aligner's
+:attr:`~bayesalign.transport.TransportAlignment.ambiguous_`), the model sure of none (``support`` 0) or of few of the
+rows left to match (``weak_support``, fewer than ``WEAK_SUPPORT`` of them).
 """
 
 from __future__ import annotations
@@ -18,36 +30,31 @@ import warnings
 import numpy as np
 
 from ..data import Views
-from ..matching import posterior_assignment
 from .refinement import truth_pairs
-from .self_training import self_train
+from .self_training import confident_pairs
 from .training import MIN_ANCHORS, mean_filled
 
-__all__ = ["BOOTSTRAPS", "REFLECTIONS", "RIVAL_SUPPORT", "WEAK_SUPPORT", "fit_without_anchors"]
+__all__ = ["CONFIDENCE_THRESHOLD", "COUPLING_EDGES", "PAIRS_PER_DIMENSION", "WEAK_SUPPORT", "fit_without_anchors",
+           "gromov_wasserstein_pairs", "mutual_pairs"]
 
-#: The unsupervised initialisers tried (with ``training="anchors"``, whose bounds cover different rows for each
-#: candidate and cannot compare them, the first alone from its default start); "geodesic_gromov_wasserstein":
-#: the coupling of :class:`bayesalign.transport.GromovWassersteinAlignment` (:func:`geodesic_pairs`).
-BOOTSTRAPS = ("gromov_wasserstein", "subspace_procrustes")
-#: Leading principal axes whose reflections start Gromov-Wasserstein (2 ** REFLECTIONS starts).
-REFLECTIONS = 2
-#: A candidate pairing the rows differently whose self-training added at least this fraction of the kept one's
-#: pairs makes the alignment ambiguous.
-RIVAL_SUPPORT = 0.75
-#: A kept candidate whose self-training confirmed fewer than this fraction of the rows left to match is weakly
-#: supported.
+#: Starting pairs per latent dimension (at least ``MIN_ANCHORS``).
+PAIRS_PER_DIMENSION = 2
+#: Refit the all-rows model with the coupling's soft edges in its graph prior after the first fit.
+COUPLING_EDGES = True
+#: The probability a pair the model is sure of needs.
+CONFIDENCE_THRESHOLD = 0.9
+#: A model sure of fewer than this fraction of the rows left to match supports the alignment weakly.
 WEAK_SUPPORT = 0.2
-#: Self-training of each candidate: the probability a pair needs, and the most rounds.
-CONFIDENCE_THRESHOLD, MAX_ROUNDS = 0.9, 5
 
 
-def geodesic_pairs(views, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-    """(pairs (m, 2), scores (m,)): the mutual row-and-column maxima of the coupling of
-    :class:`bayesalign.transport.GromovWassersteinAlignment` (k-NN geodesic distances, its settings chosen by
-    stability) between views a and b, scored by n T_ij (at most 1)."""
-    from ..transport import GromovWassersteinAlignment
+def mutual_pairs(coupling) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs (m, 2), scores (m,)): the (i, j) of a coupling T [n_a, n_b] (summing to 1) where j is the largest
+    entry of row i and i the largest of column j, scored min(n_a T_ij, 1), in the order of i.
 
-    T = GromovWassersteinAlignment().fit(Views({a: views[a], b: views[b]})).coupling_  # [n_a, n_b]
+    >>> mutual_pairs(np.array([[0.4, 0.1], [0.3, 0.2]]))  # row 1's best column is row 0's: not mutual
+    (array([[0, 0]]), array([0.8]))
+    """
+    T = np.asarray(coupling, np.float64)
     rows = np.arange(T.shape[0])
     best = T.argmax(axis=1)
     mutual = T.argmax(axis=0)[best] == rows
@@ -55,112 +62,66 @@ def geodesic_pairs(views, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
     return np.c_[rows[mutual], best[mutual]].astype(np.int64), scores[mutual]
 
 
-def candidates(mad) -> list:
-    """Unsupervised starting anchors: per candidate ``(method, signs, pairs (k, 2), scores (k,), mutual pairs
-    found)``, its k = max(MIN_ANCHORS, 2 latent_dim) highest-scored mutual pairs."""
-    from ..bootstrap import reflection_starts, unsupervised_pairs
+def gromov_wasserstein_pairs(views: Views, a: str, b: str):
+    """(pairs (m, 2), scores (m,), the fitted aligner): the confident mutual pairs (:func:`mutual_pairs`) of the
+    coupling of :class:`~bayesalign.transport.GromovWassersteinAlignment` between views a and b (complete), its
+    warnings re-issued as MAD's."""
+    from ..transport import GromovWassersteinAlignment
 
-    problem = mad.problem_
-    a, b = problem.views.names
-    methods = BOOTSTRAPS[:1] if mad.training == "anchors" else BOOTSTRAPS
-    reflections = 0 if mad.training == "anchors" else REFLECTIONS
-    k = max(MIN_ANCHORS, 2 * int(mad.latent_dim))
-    views = mean_filled(problem.views)
-    Ya, Yb = views[a], views[b]
-    out, found = [], [0]
-    for method in methods:
-        starts = reflection_starts(Ya, Yb, n_axes=reflections) if method == "gromov_wasserstein" and reflections \
-            else [((), None)]
-        for signs, start in starts:
-            try:
-                pairs_all, weights = geodesic_pairs(views, a, b) if method == "geodesic_gromov_wasserstein" else \
-                    unsupervised_pairs(Ya, Yb, method, views=(a, b), init=start)
-            except ValueError as exc:  # e.g. a view with one column has no plane for the subspace search
-                if len(methods) == 1:
-                    raise
-                warnings.warn(f"MAD without anchors: the {method!r} bootstrap cannot run on these views ({exc}); only "
-                              f"the other bootstraps' candidates are compared", RuntimeWarning, stacklevel=4)
-                continue
-            order = np.argsort(-weights, kind="stable")[:k]
-            found.append(int(order.size))
-            if order.size >= MIN_ANCHORS:
-                out.append((method, tuple(int(x) for x in signs), pairs_all[order].astype(np.int64), weights[order],
-                            int(len(pairs_all))))
-    if not out:
-        raise ValueError(f"the unsupervised bootstrap found at most {max(found)} mutual pairs; MAD needs at least "
-                         f"{MIN_ANCHORS}: give a few anchors")
-    return out
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        aligner = GromovWassersteinAlignment().fit(Views({a: views[a], b: views[b]}))
+    for w in caught:
+        warnings.warn(f"MAD without anchors, the Gromov-Wasserstein coupling it starts from: {w.message}", w.category,
+                      stacklevel=4)
+    return (*mutual_pairs(aligner.coupling_), aligner)
+
+
+def _refit_under_the_coupling(mad, coupling, a: str, b: str) -> None:
+    """The all-rows model refitted from its q(X) under the graph prior with every unaligned row joined to its
+    ``NEIGHBORS`` most probable partners under the coupling (:func:`~bayesalign.mad.coupling.coupling_edges`)."""
+    from .coupling import NEIGHBORS, coupling_edges
+
+    n_entities, rows = mad.entities_
+    free_a, free_b = mad.posteriors_[a][0], mad.posteriors_[b][0]
+    edges = coupling_edges(coupling, free_a, free_b, rows[a], rows[b], n_entities, NEIGHBORS)
+    mad.refit(init=mad.embedding_, extra_edges=edges)
 
 
 def fit_without_anchors(mad) -> None:
-    """Fit every candidate (see the module docstring) and keep the best supported; sets ``bootstrap_`` with every
-    candidate's record, re-issues the kept candidate's warnings and drops the others'."""
+    """Fit ``mad`` (no anchors, two views) from the coupling's confident mutual pairs and refit it under the
+    coupling's edges (see the module docstring); ``bootstrap_`` records the start: ``method``, the coupling's
+    ``setting``, ``n_mutual_pairs``, the starting ``pairs`` and their ``scores``, ``correct`` (of them, where the
+    problem has truth), ``ambiguous``, ``support`` (the pairs the fitted model is sure of) and ``weak_support``."""
     problem = mad.problem_
     a, b = problem.views.names
-    found_candidates = candidates(mad)
-    if len(found_candidates) > 1:
-        mad.latent_prior_ = "standard_normal"
+    pairs, scores, aligner = gromov_wasserstein_pairs(mean_filled(problem.views), a, b)
+    n_mutual = len(pairs)
+    if n_mutual < MIN_ANCHORS:
+        raise ValueError(f"the Gromov-Wasserstein coupling of views {a!r} and {b!r} has {n_mutual} confident mutual "
+                         f"pairs; MAD needs at least {MIN_ANCHORS} to start from: give a few anchors")
+    keep = np.argsort(-scores, kind="stable")[:max(MIN_ANCHORS, PAIRS_PER_DIMENSION * int(mad.latent_dim))]
+    pairs, scores = pairs[keep], scores[keep]
     truth = truth_pairs(problem, a, b)
-    records, found, best = [], [], None  # best: ((pairs self-training added, final bound), k, state, warnings)
-    for k, (method, signs, pairs, scores, n_mutual) in enumerate(found_candidates):
-        correct = None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs))
-        mad.anchors_, mad.discovered_, mad.self_training_history_, mad.start_ = pairs, {}, [], None
-        mad.bootstrap_ = {"method": method, "n_mutual_pairs": n_mutual, "pairs": pairs, "correct": correct}
-        # the scores (n T_ij or exp(-dist / delta^2)) stand in for probabilities (not calibrated)
-        mad.discovered_ = {(a, b): {"index_a": pairs[:, 0], "index_b": pairs[:, 1],
-                                    "probability": np.clip(scores, 0.0, 1.0), "cost": np.zeros(len(pairs)),
-                                    "round": np.zeros(len(pairs), np.int64)}}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            mad.refit()
-            self_train(mad, CONFIDENCE_THRESHOLD, MAX_ROUNDS)
-        bound = float(mad.model_.elbo())
-        added = int(sum(h["added"] for h in mad.self_training_history_))
-        records.append({"method": method, "signs": signs, "n_pairs": int(len(pairs)), "correct": correct,
-                        "bound": bound, "self_training_added": added})
-        found.append(mad.anchors_.copy())  # its bootstrap and self-training pairs, for the agreement below
-        if best is None or (added, bound) > best[0]:
-            best = ((added, bound), k, vars(mad).copy(), list(caught))
-    _, chosen, state, caught = best
-    vars(mad).update(state)
-    mad.bootstrap_.update(candidates=records, chosen=chosen)
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    _check_rivals(mad, a, b, records, found, chosen)
-
-
-def _check_rivals(mad, a, b, records: list, found: list, chosen: int) -> None:
-    """Each candidate's pairs read against the kept alignment (``agreement``: the fraction it reproduces); warn when
-    a rival (agreement below one half) had nearly as much support, or the kept one little."""
-    p = mad.posteriors(a, b)
-    kept = {int(i): int(j) for i, j in mad.anchors_[:, :2]}
-    if p.rows_a.size and p.rows_b.size:
-        al = posterior_assignment(mad.cost, p.mean_a, p.var_a, p.mean_b, p.var_b)
-        kept.update(zip(p.rows_a[al.index_a].tolist(), p.rows_b[al.index_b].tolist()))
-    support = records[chosen]["self_training_added"]
-    rivals = []
-    for k, (record, pairs) in enumerate(zip(records, found)):
-        record["agreement"] = float(np.mean([kept.get(int(i)) == int(j) for i, j in pairs[:, :2]]))
-        if k != chosen and record["agreement"] < 0.5 and record["self_training_added"] >= RIVAL_SUPPORT * support:
-            rivals.append(k)
-    bootstrap = mad.bootstrap_
-    bootstrap["ambiguous"] = bool(rivals) and support > 0
-    # the rows the kept candidate's self-training could confirm: those its bootstrap pairs left
-    left = min(mad.problem_.views.n_samples[a], mad.problem_.views.n_samples[b]) - records[chosen]["n_pairs"]
-    bootstrap["weak_support"] = 0 < support < WEAK_SUPPORT * left
-    if bootstrap["weak_support"]:
-        warnings.warn(f"MAD without anchors: self-training confirmed only {support} of the {left} rows left to match "
-                      f"from the kept candidate's pairs (fewer than WEAK_SUPPORT = {WEAK_SUPPORT:.0%}): the data "
-                      "barely support the alignment, which is likely wrong (a mirror image is common). Check "
-                      "bootstrap_['candidates'] and give a few anchors", RuntimeWarning, stacklevel=4)
-    if bootstrap["ambiguous"]:
-        rival = records[max(rivals, key=lambda k: records[k]["self_training_added"])]
-
-        def label(record):
-            return " ".join([record["method"], *([str(tuple(record["signs"]))] if record["signs"] else [])])
-
-        warnings.warn(f"MAD without anchors: the alignment is ambiguous. The kept candidate "
-                      f"({label(records[chosen])}) was extended by {support} pairs in self-training, and a candidate "
-                      f"that pairs the rows differently ({label(rival)}, {rival['agreement']:.0%} of its pairs agree) "
-                      f"by {rival['self_training_added']}: the data support both about equally. Check "
-                      "bootstrap_['candidates'] and give a few anchors", RuntimeWarning, stacklevel=4)
+    mad.anchors_ = pairs
+    mad.bootstrap_ = {"method": "gromov_wasserstein", "setting": dict(aligner.setting_), "n_mutual_pairs": n_mutual,
+                      "pairs": pairs, "scores": scores,
+                      "correct": None if truth is None else int(sum((int(i), int(j)) in truth for i, j in pairs)),
+                      "ambiguous": bool(aligner.ambiguous_), "weak_support": False}
+    # the scores stand in for the pairs' probabilities (min(n_a T_ij, 1), not calibrated)
+    mad.discovered_ = {(a, b): {"index_a": pairs[:, 0], "index_b": pairs[:, 1], "probability": scores,
+                                "cost": np.zeros(len(pairs)), "round": np.zeros(len(pairs), np.int64)}}
+    mad.refit()
+    if COUPLING_EDGES and mad.entities_ is not None:
+        _refit_under_the_coupling(mad, aligner.coupling_, a, b)
+    with warnings.catch_warnings():  # no anchor for the misfit or the temperature: align() says so itself
+        warnings.simplefilter("ignore", RuntimeWarning)
+        support = int(confident_pairs(mad, a, b, CONFIDENCE_THRESHOLD)[1].size)
+    left = min(problem.views.n_samples[a], problem.views.n_samples[b]) - len(pairs)
+    mad.bootstrap_.update(support=support, weak_support=bool(support < WEAK_SUPPORT * left))
+    if mad.bootstrap_["weak_support"]:
+        warnings.warn(f"MAD without anchors: the model fitted from the {len(pairs)} Gromov-Wasserstein starting pairs "
+                      f"is sure of {support} of the {left} rows left to match (probability at least "
+                      f"{CONFIDENCE_THRESHOLD} and mutual nearest; fewer than WEAK_SUPPORT = {WEAK_SUPPORT:.0%}): the "
+                      "data barely support the alignment, which may be wrong (a mirror image is common). Check "
+                      "bootstrap_ and give a few anchors", RuntimeWarning, stacklevel=3)

@@ -50,7 +50,7 @@ def gromov_wasserstein_coupling(dist_a, dist_b, epsilon: float = 1e-3, n_outer: 
     init : array (n_a, n_b), optional
         The coupling the mirror descent starts from (non-negative, rescaled to sum to 1); default the
         independent coupling 1 / (n_a n_b). The objective is not convex: different starts can end in
-        different optima, e.g. mirror images (:func:`bayesalign.bootstrap.reflection_starts`).
+        different optima, e.g. mirror images.
 
     Returns
     -------
