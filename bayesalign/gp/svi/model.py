@@ -75,6 +75,8 @@ class SVIMRDModel(gpytorch.Module):
         for v, (Y, r) in enumerate(zip(targets, rows)):
             self.register_buffer(f"targets_{v}", Y)  # [N_v, D_v]
             self.register_buffer(f"rows_{v}", r)  # [N] or None
+        # whether each view has a missing entry, read once here: the training step never asks the device
+        self.view_has_missing = [bool(torch.isnan(Y).any()) for Y in targets]
         self.q_x = q_x
         self.latent_prior = latent_prior
         if time_covariance is not None:
@@ -130,7 +132,8 @@ class SVIMRDModel(gpytorch.Module):
         strategy = gp.variational_strategy
         return gaussian_expected_log_likelihood(
             Y, self.q_x.mean[entities], self.q_x.variance[entities], gp.covar_module, strategy.inducing_points,
-            strategy.jitter_val, gp.inducing_distributions()[1], self.likelihoods[v].noise.reshape(()))
+            strategy.jitter_val, gp.inducing_distributions()[1], self.likelihoods[v].noise.reshape(()),
+            any_missing=self.view_has_missing[v])
 
     def graph_log_ratio(self, idx: torch.Tensor) -> torch.Tensor:
         r"""Per entity n of ``idx`` [B], the closed form of :math:`E_q[\log p_G(X) - \log N(X; 0, I)]` split over
@@ -198,7 +201,8 @@ class SVIMRDModel(gpytorch.Module):
 
 
 def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, variance: torch.Tensor, kernel,
-                                     inducing: torch.Tensor, jitter: float, q_u, noise: torch.Tensor) -> torch.Tensor:
+                                     inducing: torch.Tensor, jitter: float, q_u, noise: torch.Tensor,
+                                     any_missing: bool | None = None) -> torch.Tensor:
     r"""``sum_{n, d observed} E_q(x_n) E_q(f) [log N(y_nd | f_d(x_n), sigma^2)]`` in closed form (a scalar).
 
     With whitened ``q(v_d) = N(m_d, S_d)`` (``u_d = L v_d``, ``L L' = K_uu + jitter I``) and the
@@ -212,7 +216,8 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     Parameters
     ----------
     Y : [n, D] outputs (NaN: missing); mean, variance : [n, Q] q(x); kernel : the view's kernel;
-    inducing : [M, Q]; jitter : float; q_u : the whitened q(u), batch [D], event [M]; noise : scalar sigma^2.
+    inducing : [M, Q]; jitter : float; q_u : the whitened q(u), batch [D], event [M]; noise : scalar sigma^2;
+    any_missing : whether Y may hold NaN (None: looked up, a read-back from the device).
     """
     missing = torch.isnan(Y)
     observed = (~missing).to(mean.dtype)  # [n, D]
@@ -223,7 +228,7 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     L = torch.linalg.cholesky(Kuu)
     m = q_u.mean  # [D, M]
     shared = q_u.shared_covariance if isinstance(q_u, TiedMultivariateNormal) else None  # [M, M] or None
-    any_missing = bool(missing.any())
+    any_missing = bool(missing.any()) if any_missing is None else bool(any_missing)
     stats = psi_statistics(kernel, mean, variance, inducing, per_point=any_missing)
     mean_f = stats.psi1 @ torch.linalg.solve_triangular(L.mT, m.mT, upper=True)  # E[f_nd] [n, D]
 
