@@ -78,3 +78,27 @@ def test_auto_picks_amg_above_its_limit(monkeypatch):
     assert called
     reference, _ = spectrum.smallest_generalized_eigenvectors(L, D, 3, method="dense")
     np.testing.assert_allclose(values, reference, rtol=1e-6, atol=1e-9)  # LOBPCG's tolerance, as above
+
+
+def test_sparse_sinkhorn_completion_stops_at_the_candidate_cap(monkeypatch):
+    # at a temperature far above the costs' spread the marginals are near uniform: every left-out pair carries
+    # mass and would join (an n_a x n_b support). Under the cap each row gains only its heaviest pairs, the support
+    # stays below it, and the returned error says how much mass the left-out pairs still hold
+    from bayesalign.matching import entropic
+    from bayesalign.matching.costs import knn_edges
+    from bayesalign.matching.given_costs import _MatrixCosts
+
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(size=(120, 2)), rng.normal(size=(120, 2))
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    ei, ej = knn_edges(a, b, 3)
+    full, err_full = entropic.sparse_sinkhorn(ei, ej, cost[ei, ej], 100.0, cost.shape, costs=_MatrixCosts(cost))
+    assert full.nnz > 0.9 * cost.size and err_full <= 1e-3  # uncapped: (nearly) every pair joined
+    cap = 20 * 120
+    monkeypatch.setattr(entropic, "MAX_CANDIDATE_PAIRS", cap)
+    info = {}
+    capped, err = entropic.sparse_sinkhorn(ei, ej, cost[ei, ej], 100.0, cost.shape, costs=_MatrixCosts(cost),
+                                           info=info)
+    assert info["edges"][0].size <= cap and capped.nnz <= cap
+    # 20 of 120 near-equal pairs per row: most of each row's mass is left out, and the error reports it
+    assert err > 0.5
