@@ -87,3 +87,44 @@ def test_the_missing_flag_gives_the_bound_of_the_look_up():
             # the same sum in the same order: equal up to float64 round-off
             assert float(flagged) == pytest.approx(float(looked_up), rel=1e-12)
             assert float(pyro_model.gaussian_view_log_likelihood(v, idx)) == pytest.approx(float(flagged), rel=1e-12)
+
+
+def test_graph_term_from_neighbours_equals_the_sparse_product_and_its_gradient():
+    """The minibatch's rows of (P - diag P) mu gathered from each entity's neighbours against the product of the
+    whole sparse P with mu (the reference), value and gradient, on a graph with unequal degrees."""
+    import scipy.sparse as sp
+
+    from bayesalign.gp.priors import GraphLaplacianPrior
+    from bayesalign.graph import knn_graph, laplacian
+
+    rng = np.random.default_rng(4)
+    n = 90
+    views = _views(n)
+    prior = GraphLaplacianPrior(laplacian(knn_graph(rng.standard_normal((n, 3)), 6, mode="connectivity"))[0], 3.0)
+    model = StochasticMRD(latent_dim=2, num_inducing=6, max_epochs=0, init="pca", latent_prior=prior,
+                          progress=False, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(views)
+    pyro_model = model.model_
+    mu, S = pyro_model.q_x.mean, pyro_model.q_x.variance
+    idx = torch.as_tensor(rng.choice(n, 25, replace=False))
+    P = (sp.identity(n) + 3.0 * prior.laplacian).tocoo()
+    dense_P = torch.as_tensor(P.toarray(), dtype=mu.dtype)  # [n, n]: the reference on a small graph
+    d = torch.diagonal(dense_P)
+
+    def reference():
+        m = mu[idx]
+        off = (dense_P @ mu)[idx] - d[idx, None] * m
+        return (-0.5 * ((d[idx] - 1.0) * (S[idx].sum(1) + m.square().sum(1)) + (m * off).sum(1))
+                + 0.5 * 2 * prior.log_det_precision / n)
+
+    values = []
+    for term in (reference, lambda: pyro_model.graph_log_ratio(idx)):
+        mu.grad = None
+        value = term()
+        value.sum().backward()
+        values.append((value.detach().clone(), mu.grad.detach().clone()))
+    # the same sums in another order: float64 round-off
+    torch.testing.assert_close(values[1][0], values[0][0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(values[1][1], values[0][1], rtol=1e-12, atol=1e-12)

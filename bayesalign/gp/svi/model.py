@@ -27,8 +27,10 @@ from __future__ import annotations
 import math
 
 import gpytorch
+import numpy as np
 import pyro
 import pyro.distributions as dist
+import scipy.sparse as sp
 import torch
 from gpytorch.likelihoods import GaussianLikelihood
 from pyro import poutine
@@ -144,15 +146,43 @@ class SVIMRDModel(gpytorch.Module):
 
         whose sum over all E entities added to the ELBO under N(0, I) gives the ELBO under the graph prior
         (KL(q || p_G) = KL(q || N(0, I)) - E_q[log p_G - log N(0, I)]). Summed over a minibatch and scaled by
-        E / B (the plate) it is unbiased, and so is its gradient (P mu is computed over every entity: sparse).
+        E / B (the plate) it is unbiased, and so is its gradient. Only the minibatch's rows of (P - diag P) mu are
+        formed, each from its entity's graph neighbours (:meth:`graph_neighbours`): a step costs O(B K Q), not a
+        sparse product over every entity.
         """
         mu, S = self.q_x.mean, self.q_x.variance  # [E, Q]
-        P, diagonal = self.graph_prior._tensors(mu)  # sparse [E, E], [E]
+        neighbours, weights, diagonal = self.graph_neighbours(mu)  # [E, K], [E, K], [E]
         E, Q = mu.shape
         m, d = mu[idx], diagonal[idx]
-        off = torch.sparse.mm(P, mu)[idx] - d[:, None] * m  # ((P - diag P) mu)_n [B, Q]
+        off = (weights[idx].unsqueeze(-1) * mu[neighbours[idx]]).sum(1)  # ((P - diag P) mu)_n [B, Q]
         return (-0.5 * ((d - 1.0) * (S[idx].sum(1) + m.square().sum(1)) + (m * off).sum(1))
                 + 0.5 * Q * self.graph_prior.log_det_precision / E)
+
+    def graph_neighbours(self, like: torch.Tensor):
+        """(neighbours [E, K], weights [E, K], diagonal [E]) of the graph prior's precision P = I + lambda L: entity
+        n's off-diagonal entries P[n, neighbours[n, k]] = weights[n, k], padded with weight 0 to the largest number
+        K of neighbours (a fixed shape, so a minibatch's rows are a gather), and diag P. Built once per prior,
+        dtype and device."""
+        prior = self.graph_prior
+        key = (like.dtype, like.device)
+        cached = vars(self).get("_graph_neighbours")
+        if cached is None or cached[0] is not prior or cached[1] != key:
+            P = sp.csr_matrix(sp.identity(prior.n_entities, format="csr") + prior.strength * prior.laplacian)
+            diagonal = P.diagonal()
+            off = sp.csr_matrix(P - sp.diags(diagonal))
+            off.eliminate_zeros()
+            degree = np.diff(off.indptr)
+            rows = np.repeat(np.arange(off.shape[0]), degree)
+            slot = np.arange(off.nnz) - np.repeat(off.indptr[:-1], degree)  # position of each entry in its row
+            K = max(int(degree.max(initial=0)), 1)
+            neighbours = np.zeros((off.shape[0], K), np.int64)
+            weights = np.zeros((off.shape[0], K))
+            neighbours[rows, slot], weights[rows, slot] = off.indices, off.data
+            value = tuple(torch.as_tensor(a, device=like.device, dtype=torch.long if a.dtype == np.int64 else
+                                          like.dtype) for a in (neighbours, weights, diagonal))
+            cached = (prior, key, value)
+            object.__setattr__(self, "_graph_neighbours", cached)  # a cache, not a module attribute or buffer
+        return cached[2]
 
     def hyper_log_prior(self) -> torch.Tensor:
         """Sum of the log densities of every GPyTorch prior registered on the kernels and likelihoods."""
