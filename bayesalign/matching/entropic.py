@@ -30,9 +30,7 @@ _ABSORB_BELOW_ABOVE = 1e50
 #: Log-domain sweeps a stage of the sparse solver may take to re-centre potentials whose kernel underflowed before
 #: it finishes in the log domain.
 _LOG_RESETS = 20
-#: Most candidate pairs the completion of :func:`sparse_sinkhorn` grows to (as many as the largest dense cost the
-#: matcher forms, ``matching.matcher.SPARSE_ABOVE``): near-uniform marginals (a high temperature) would otherwise
-#: make every pair join, an n_a x n_b set of edges.
+#: Most candidate pairs the completion of :func:`sparse_sinkhorn` grows to (the matcher's SPARSE_ABOVE dense cost).
 MAX_CANDIDATE_PAIRS = 25_000_000
 
 
@@ -263,10 +261,9 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     :math:`\exp((f_i + g_j - C_{ij}) / T)`, is computed in row blocks (memory O(block * n_b), time
     O(n_a n_b) per round), the pairs above ``tol / max(n_a, n_b)`` join the candidates, and Sinkhorn
     resumes from the same potentials, until no row or column leaves more than ``tol`` of mass out
-    (or ``max_rounds``, or ``MAX_CANDIDATE_PAIRS`` candidates: each row then gains only its heaviest pairs,
-    and what the rest carry stays in the error). The mass of left-out pairs only falls as candidates join (the
-    potentials fall), so the last check bounds what the returned marginals miss; the returned error is the
-    larger of the marginal error and that bound.
+    (or ``max_rounds``; near ``MAX_CANDIDATE_PAIRS`` a row gains only its heaviest pairs). The left-out mass
+    only falls as candidates join (the potentials fall), so the last check bounds what the returned marginals
+    miss; the returned error is the larger of the marginal error and that bound.
 
     ``info`` (a dict) receives ``log_potentials``: (alpha [n_a], beta [n_b]) with
     :math:`\log P_{ij} = \alpha_i + \beta_j - C_{ij} / T` for *every* pair, candidate or not (before the
@@ -290,8 +287,7 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     if warm_start is not None and costs is not None:
         # the pairs the warm potentials give mass at T join before the solve: started from potentials of the full
         # problem, Sinkhorn on candidates that leave those pairs out converges very slowly, if at all
-        (ni, nj, nc), _ = _left_out_pairs(costs, (n_a, n_b), state, warm_start[0], warm_start[1], temperature, tol,
-                                          per_row=max(MAX_CANDIDATE_PAIRS - ei.size, 0) // max(n_a, 1))
+        (ni, nj, nc), _ = _left_out_pairs(costs, (n_a, n_b), state, warm_start[0], warm_start[1], temperature, tol)
         if ni.size:
             ei, ej, cost = np.r_[ei, ni], np.r_[ej, nj], np.r_[cost, nc]
             state.set_edges(ei, ej, cost)
@@ -299,9 +295,7 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     left_out = 0.0
     if costs is not None:
         for _ in range(int(max_rounds)):
-            room = MAX_CANDIDATE_PAIRS - ei.size
-            (ni, nj, nc), left_out = _left_out_pairs(costs, (n_a, n_b), state, f, g, temperature, tol,
-                                                     per_row=max(room, 0) // max(n_a, 1))
+            (ni, nj, nc), left_out = _left_out_pairs(costs, (n_a, n_b), state, f, g, temperature, tol)
             if not ni.size:
                 break
             ei, ej, cost = np.r_[ei, ni], np.r_[ej, nj], np.r_[cost, nc]
@@ -448,11 +442,12 @@ class _SparseSinkhorn:
         return plan, _column_error(np.bincount(self.ej, plan, minlength=self.b.size), self.b)
 
 
-def _left_out_pairs(costs, shape, state, f, g, temperature, tol, per_row=None):
-    """Pairs outside the candidates whose mass exp((f_i + g_j - C_ij) / T) exceeds tol / max(n_a, n_b),
-    with their costs, and the largest mass a row or column leaves out; in row blocks of ``costs``. ``per_row``:
-    at most that many pairs of each row (its heaviest), so that the candidates stay below a size."""
+def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
+    """Pairs outside the candidates whose mass exp((f_i + g_j - C_ij) / T) exceeds tol / max(n_a, n_b) (each
+    row's heaviest under ``MAX_CANDIDATE_PAIRS``), with their costs, and the largest mass a row or column leaves
+    out; in row blocks of ``costs``."""
     n_a, n_b = shape
+    per_row = max(MAX_CANDIDATE_PAIRS - state.ei.size, 0) // max(n_a, 1)
     order, cols, ptr = state._rows  # the candidates row by row (the kernel's CSR layout): a block's are contiguous
     threshold = tol / max(n_a, n_b)
     chunk = max(1, _BLOCK_ENTRIES // max(n_b, 1))
@@ -461,21 +456,14 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol, per_row=None):
     for start in range(0, n_a, chunk):
         rows = np.arange(start, min(start + chunk, n_a))
         block = costs.block(rows)  # [r, n_b]
-        # a pair's mass, at most 1 (a probability: a larger one is as far out, and the sums stay finite)
-        mass = np.exp(np.minimum((f[rows, None] + g[None, :n_b] - block) / temperature, 0.0))  # [r, n_b]
+        log_mass = (f[rows, None] + g[None, :n_b] - block) / temperature  # [r, n_b]
         lo, hi = ptr[rows[0]], ptr[rows[-1] + 1]
         real = cols[lo:hi] < n_b  # not the slack column
-        mass.ravel()[(state.ei[order[lo:hi]][real] - rows[0]) * n_b + cols[lo:hi][real]] = 0.0
-        row_out[rows] = mass.sum(1)
-        col_out += mass.sum(0)
-        if per_row is not None and per_row < n_b:  # below the threshold or past the row's heaviest: not joining
-            keep = np.zeros(mass.shape, bool)
-            if per_row > 0:
-                heaviest = np.argpartition(-mass, per_row - 1, axis=1)[:, :per_row]  # [r, per_row]
-                keep[np.arange(rows.size)[:, None], heaviest] = True
-            li, lj = np.nonzero(keep & (mass > threshold))
-        else:
-            li, lj = np.nonzero(mass > threshold)
+        log_mass.ravel()[(state.ei[order[lo:hi]][real] - rows[0]) * n_b + cols[lo:hi][real]] = -np.inf
+        mass = np.exp(np.minimum(log_mass, 0.0))  # at most 1 (a probability: a larger one is as far out)
+        row_out[rows], col_out = mass.sum(1), col_out + mass.sum(0)
+        kth = -np.partition(-log_mass, per_row - 1, 1)[:, [per_row - 1]] if 0 < per_row < n_b else -np.inf
+        li, lj = np.nonzero((mass > threshold) & (log_mass >= kth) & (per_row > 0))  # a row's heaviest per_row
         new_i.append(rows[li]), new_j.append(lj), new_c.append(block[li, lj])
     left_out = float(max(row_out.max(initial=0.0), col_out.max(initial=0.0)))
     if left_out <= tol:
