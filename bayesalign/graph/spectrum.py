@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
@@ -13,6 +15,10 @@ from .connectivity import connected_component_labels
 
 # Below this many nodes the eigen-solver uses dense LAPACK (faster and exact at that size).
 DENSE_EIGEN_LIMIT = 1500
+#: Above this many nodes ``method="auto"`` solves by LOBPCG with an algebraic multigrid preconditioner (when pyamg
+#: is installed): the sparse LU of shift-invert ARPACK fills in faster than linearly with a neighbourhood graph's
+#: size, the multigrid hierarchy does not.
+AMG_ABOVE = 20_000
 
 
 def laplacian(W, normalized=False) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -56,6 +62,23 @@ def laplacian(W, normalized=False) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     return (sp.diags(nonisolated) - S).tocsr(), D
 
 
+def _has_pyamg() -> bool:
+    try:
+        import pyamg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def spd_lu(A):
+    """Sparse LU of a symmetric positive definite matrix: a fill-reducing ordering of A + A' (minimum degree)
+    applied to rows and columns alike and the diagonal pivots kept (``SymmetricMode``), as a Cholesky
+    factorisation would; scipy's default (COLAMD on the columns, partial pivoting) makes several times the fill
+    on a neighbourhood graph's Laplacian."""
+    return spla.splu(sp.csc_matrix(A), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                     options={"SymmetricMode": True})
+
+
 def _trivial_basis(L: sp.csr_matrix, sqrt_degree: np.ndarray) -> tuple[np.ndarray, int]:
     """Orthonormal basis [n, c] of the null space of D^{-1/2} L D^{-1/2}: D^{1/2} 1_component."""
     n_components, labels = connected_component_labels(L)
@@ -96,12 +119,15 @@ def smallest_generalized_eigenvectors(L, D, k: int, *, skip_trivial: bool = True
         Number of eigenpairs; at most ``n - c`` (``c`` components) with ``skip_trivial``.
     skip_trivial : bool
         Exclude the trivial constant eigenvector(s), one per connected component.
-    method : "auto", "dense", "arpack" or "lobpcg"
+    method : "auto", "dense", "arpack", "amg" or "lobpcg"
         ``"dense"``: ``scipy.linalg.eigh`` (O(n^3), forms dense n x n; used by ``"auto"`` for
         ``n <= 1500``). ``"arpack"``: ``eigsh`` in shift-invert mode on
         ``(S - sigma I)^{-1}`` with ``sigma = -1e-6``: ``S - sigma I`` is positive definite, so its
-        sparse LU factorization exists, and the smallest eigenvalues of ``S`` become the best
-        separated largest ones of the inverse (``"auto"`` for larger n). ``"lobpcg"``: matrix-free
+        sparse LU factorization (:func:`spd_lu`) exists, and the smallest eigenvalues of ``S`` become the best
+        separated largest ones of the inverse (``"auto"`` up to ``AMG_ABOVE`` nodes). ``"amg"``: LOBPCG on
+        ``S - sigma I`` preconditioned by a smoothed-aggregation multigrid V-cycle (pyamg; Knyazev 2001, the
+        solver of scikit-learn's ``spectral_embedding(eigen_solver="amg")``), memory linear in n (``"auto"``
+        above ``AMG_ABOVE`` nodes when pyamg is installed). ``"lobpcg"``: matrix-free
         LOBPCG preconditioned by an incomplete LU of ``S - sigma I``, for graphs whose full
         factorization does not fit in memory (slower; convergence is not guaranteed).
     tol : float
@@ -156,7 +182,7 @@ def smallest_generalized_eigenvectors(L, D, k: int, *, skip_trivial: bool = True
         extra = f" minus {n_trivial} trivial eigenvector(s), one per connected component" if n_trivial else ""
         raise ValueError(f"k must be between 1 and {available} ({n} nodes{extra}), got {k}")
     if method == "auto":
-        method = "dense" if n <= DENSE_EIGEN_LIMIT else "arpack"
+        method = "dense" if n <= DENSE_EIGEN_LIMIT else "arpack" if n <= AMG_ABOVE or not _has_pyamg() else "amg"
     if method == "arpack" and k >= available - 1:
         method = "dense"  # ARPACK needs k < (size of the problem) - 1
     rng = as_rng(seed)
@@ -171,13 +197,25 @@ def smallest_generalized_eigenvectors(L, D, k: int, *, skip_trivial: bool = True
         values, G = scipy.linalg.eigh(A, subset_by_index=[0, k - 1])
     elif method == "arpack":
         sigma = -1e-6
-        lu = spla.splu((S - sigma * sp.identity(n, format="csr")).tocsc())  # COLAMD: fast ordering
+        lu = spd_lu(S - sigma * sp.identity(n, format="csr"))
         operator = spla.LinearOperator((n, n), matvec=lambda v: deflate(lu.solve(deflate(v))),
                                        dtype=np.float64)
         v0 = deflate(rng.standard_normal(n))
         nu, G = spla.eigsh(operator, k=k, which="LA", v0=v0, tol=tol,
                            ncv=min(available, max(2 * k + 1, k + 20)))
         values = sigma + 1.0 / nu
+    elif method == "amg":
+        from pyamg import smoothed_aggregation_solver
+
+        sigma = -1e-6
+        shifted = (S - sigma * sp.identity(n, format="csr")).tocsr()
+        precond = smoothed_aggregation_solver(shifted).aspreconditioner()  # one V-cycle per application
+        X0 = deflate(rng.standard_normal((n, k)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # lobpcg's "not reaching the requested tolerance"
+            values, G = spla.lobpcg(shifted, X0, M=precond, Y=N if n_trivial else None, tol=max(tol, 1e-8),
+                                    maxiter=max(200, 20 * k), largest=False)
+        values = values + sigma
     elif method == "lobpcg":
         sigma = -1e-6
         ilu = spla.spilu((S - sigma * sp.identity(n, format="csr")).tocsc(), drop_tol=1e-4, fill_factor=20)
@@ -186,7 +224,7 @@ def smallest_generalized_eigenvectors(L, D, k: int, *, skip_trivial: bool = True
         values, G = spla.lobpcg(S, X0, M=precond, Y=N if n_trivial else None, tol=max(tol, 1e-8),
                                 maxiter=max(200, 20 * k), largest=False)
     else:
-        raise ValueError(f"method must be 'auto', 'dense', 'arpack' or 'lobpcg', got {method!r}")
+        raise ValueError(f"method must be 'auto', 'dense', 'arpack', 'amg' or 'lobpcg', got {method!r}")
     order = np.argsort(values)
     values, G = values[order], G[:, order]
     # The shift-invert operator multiplies round-off along the trivial vectors (eigenvalue 0) by 1 / |sigma| = 1e6:

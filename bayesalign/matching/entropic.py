@@ -30,6 +30,8 @@ _ABSORB_BELOW_ABOVE = 1e50
 #: Log-domain sweeps a stage of the sparse solver may take to re-centre potentials whose kernel underflowed before
 #: it finishes in the log domain.
 _LOG_RESETS = 20
+#: Most candidate pairs the completion of :func:`sparse_sinkhorn` grows to (the matcher's SPARSE_ABOVE dense cost).
+MAX_CANDIDATE_PAIRS = 25_000_000
 
 
 class SinkhornResult(NamedTuple):
@@ -259,9 +261,9 @@ def sparse_sinkhorn(ei, ej, cost, temperature, shape, cost_limit=None, tol: floa
     :math:`\exp((f_i + g_j - C_{ij}) / T)`, is computed in row blocks (memory O(block * n_b), time
     O(n_a n_b) per round), the pairs above ``tol / max(n_a, n_b)`` join the candidates, and Sinkhorn
     resumes from the same potentials, until no row or column leaves more than ``tol`` of mass out
-    (or ``max_rounds``). The mass of left-out pairs only falls as candidates join (the potentials
-    fall), so the last check bounds what the returned marginals miss; the returned error is the
-    larger of the marginal error and that bound.
+    (or ``max_rounds``; near ``MAX_CANDIDATE_PAIRS`` a row gains only its heaviest pairs). The left-out mass
+    only falls as candidates join (the potentials fall), so the last check bounds what the returned marginals
+    miss; the returned error is the larger of the marginal error and that bound.
 
     ``info`` (a dict) receives ``log_potentials``: (alpha [n_a], beta [n_b]) with
     :math:`\log P_{ij} = \alpha_i + \beta_j - C_{ij} / T` for *every* pair, candidate or not (before the
@@ -441,9 +443,11 @@ class _SparseSinkhorn:
 
 
 def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
-    """Pairs outside the candidates whose mass exp((f_i + g_j - C_ij) / T) exceeds tol / max(n_a, n_b),
-    with their costs, and the largest mass a row or column leaves out; in row blocks of ``costs``."""
+    """Pairs outside the candidates whose mass exp((f_i + g_j - C_ij) / T) exceeds tol / max(n_a, n_b) (each
+    row's heaviest under ``MAX_CANDIDATE_PAIRS``), with their costs, and the largest mass a row or column leaves
+    out; in row blocks of ``costs``."""
     n_a, n_b = shape
+    per_row = max(MAX_CANDIDATE_PAIRS - state.ei.size, 0) // max(n_a, 1)
     order, cols, ptr = state._rows  # the candidates row by row (the kernel's CSR layout): a block's are contiguous
     threshold = tol / max(n_a, n_b)
     chunk = max(1, _BLOCK_ENTRIES // max(n_b, 1))
@@ -452,14 +456,14 @@ def _left_out_pairs(costs, shape, state, f, g, temperature, tol):
     for start in range(0, n_a, chunk):
         rows = np.arange(start, min(start + chunk, n_a))
         block = costs.block(rows)  # [r, n_b]
-        # a pair's mass, at most 1 (a probability: a larger one is as far out, and the sums stay finite)
-        mass = np.exp(np.minimum((f[rows, None] + g[None, :n_b] - block) / temperature, 0.0))  # [r, n_b]
+        log_mass = (f[rows, None] + g[None, :n_b] - block) / temperature  # [r, n_b]
         lo, hi = ptr[rows[0]], ptr[rows[-1] + 1]
         real = cols[lo:hi] < n_b  # not the slack column
-        mass.ravel()[(state.ei[order[lo:hi]][real] - rows[0]) * n_b + cols[lo:hi][real]] = 0.0
-        row_out[rows] = mass.sum(1)
-        col_out += mass.sum(0)
-        li, lj = np.nonzero(mass > threshold)
+        log_mass.ravel()[(state.ei[order[lo:hi]][real] - rows[0]) * n_b + cols[lo:hi][real]] = -np.inf
+        mass = np.exp(np.minimum(log_mass, 0.0))  # at most 1 (a probability: a larger one is as far out)
+        row_out[rows], col_out = mass.sum(1), col_out + mass.sum(0)
+        kth = -np.partition(-log_mass, per_row - 1, 1)[:, [per_row - 1]] if 0 < per_row < n_b else -np.inf
+        li, lj = np.nonzero((mass > threshold) & (log_mass >= kth) & (per_row > 0))  # a row's heaviest per_row
         new_i.append(rows[li]), new_j.append(lj), new_c.append(block[li, lj])
     left_out = float(max(row_out.max(initial=0.0), col_out.max(initial=0.0)))
     if left_out <= tol:

@@ -27,8 +27,10 @@ from __future__ import annotations
 import math
 
 import gpytorch
+import numpy as np
 import pyro
 import pyro.distributions as dist
+import scipy.sparse as sp
 import torch
 from gpytorch.likelihoods import GaussianLikelihood
 from pyro import poutine
@@ -75,6 +77,8 @@ class SVIMRDModel(gpytorch.Module):
         for v, (Y, r) in enumerate(zip(targets, rows)):
             self.register_buffer(f"targets_{v}", Y)  # [N_v, D_v]
             self.register_buffer(f"rows_{v}", r)  # [N] or None
+        # whether each view has a missing entry, read once here: the training step never asks the device
+        self.view_has_missing = [bool(torch.isnan(Y).any()) for Y in targets]
         self.q_x = q_x
         self.latent_prior = latent_prior
         if time_covariance is not None:
@@ -130,7 +134,8 @@ class SVIMRDModel(gpytorch.Module):
         strategy = gp.variational_strategy
         return gaussian_expected_log_likelihood(
             Y, self.q_x.mean[entities], self.q_x.variance[entities], gp.covar_module, strategy.inducing_points,
-            strategy.jitter_val, gp.inducing_distributions()[1], self.likelihoods[v].noise.reshape(()))
+            strategy.jitter_val, gp.inducing_distributions()[1], self.likelihoods[v].noise.reshape(()),
+            any_missing=self.view_has_missing[v])
 
     def graph_log_ratio(self, idx: torch.Tensor) -> torch.Tensor:
         r"""Per entity n of ``idx`` [B], the closed form of :math:`E_q[\log p_G(X) - \log N(X; 0, I)]` split over
@@ -141,15 +146,43 @@ class SVIMRDModel(gpytorch.Module):
 
         whose sum over all E entities added to the ELBO under N(0, I) gives the ELBO under the graph prior
         (KL(q || p_G) = KL(q || N(0, I)) - E_q[log p_G - log N(0, I)]). Summed over a minibatch and scaled by
-        E / B (the plate) it is unbiased, and so is its gradient (P mu is computed over every entity: sparse).
+        E / B (the plate) it is unbiased, and so is its gradient. Only the minibatch's rows of (P - diag P) mu are
+        formed, each from its entity's graph neighbours (:meth:`graph_neighbours`): a step costs O(B K Q), not a
+        sparse product over every entity.
         """
         mu, S = self.q_x.mean, self.q_x.variance  # [E, Q]
-        P, diagonal = self.graph_prior._tensors(mu)  # sparse [E, E], [E]
+        neighbours, weights, diagonal = self.graph_neighbours(mu)  # [E, K], [E, K], [E]
         E, Q = mu.shape
         m, d = mu[idx], diagonal[idx]
-        off = torch.sparse.mm(P, mu)[idx] - d[:, None] * m  # ((P - diag P) mu)_n [B, Q]
+        off = (weights[idx].unsqueeze(-1) * mu[neighbours[idx]]).sum(1)  # ((P - diag P) mu)_n [B, Q]
         return (-0.5 * ((d - 1.0) * (S[idx].sum(1) + m.square().sum(1)) + (m * off).sum(1))
                 + 0.5 * Q * self.graph_prior.log_det_precision / E)
+
+    def graph_neighbours(self, like: torch.Tensor):
+        """(neighbours [E, K], weights [E, K], diagonal [E]) of the graph prior's precision P = I + lambda L: entity
+        n's off-diagonal entries P[n, neighbours[n, k]] = weights[n, k], padded with weight 0 to the largest number
+        K of neighbours (a fixed shape, so a minibatch's rows are a gather), and diag P. Built once per prior,
+        dtype and device."""
+        prior = self.graph_prior
+        key = (like.dtype, like.device)
+        cached = vars(self).get("_graph_neighbours")
+        if cached is None or cached[0] is not prior or cached[1] != key:
+            P = sp.csr_matrix(sp.identity(prior.n_entities, format="csr") + prior.strength * prior.laplacian)
+            diagonal = P.diagonal()
+            off = sp.csr_matrix(P - sp.diags(diagonal))
+            off.eliminate_zeros()
+            degree = np.diff(off.indptr)
+            rows = np.repeat(np.arange(off.shape[0]), degree)
+            slot = np.arange(off.nnz) - np.repeat(off.indptr[:-1], degree)  # position of each entry in its row
+            K = max(int(degree.max(initial=0)), 1)
+            neighbours = np.zeros((off.shape[0], K), np.int64)
+            weights = np.zeros((off.shape[0], K))
+            neighbours[rows, slot], weights[rows, slot] = off.indices, off.data
+            value = tuple(torch.as_tensor(a, device=like.device, dtype=torch.long if a.dtype == np.int64 else
+                                          like.dtype) for a in (neighbours, weights, diagonal))
+            cached = (prior, key, value)
+            object.__setattr__(self, "_graph_neighbours", cached)  # a cache, not a module attribute or buffer
+        return cached[2]
 
     def hyper_log_prior(self) -> torch.Tensor:
         """Sum of the log densities of every GPyTorch prior registered on the kernels and likelihoods."""
@@ -198,7 +231,8 @@ class SVIMRDModel(gpytorch.Module):
 
 
 def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, variance: torch.Tensor, kernel,
-                                     inducing: torch.Tensor, jitter: float, q_u, noise: torch.Tensor) -> torch.Tensor:
+                                     inducing: torch.Tensor, jitter: float, q_u, noise: torch.Tensor,
+                                     any_missing: bool | None = None) -> torch.Tensor:
     r"""``sum_{n, d observed} E_q(x_n) E_q(f) [log N(y_nd | f_d(x_n), sigma^2)]`` in closed form (a scalar).
 
     With whitened ``q(v_d) = N(m_d, S_d)`` (``u_d = L v_d``, ``L L' = K_uu + jitter I``) and the
@@ -212,7 +246,8 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     Parameters
     ----------
     Y : [n, D] outputs (NaN: missing); mean, variance : [n, Q] q(x); kernel : the view's kernel;
-    inducing : [M, Q]; jitter : float; q_u : the whitened q(u), batch [D], event [M]; noise : scalar sigma^2.
+    inducing : [M, Q]; jitter : float; q_u : the whitened q(u), batch [D], event [M]; noise : scalar sigma^2;
+    any_missing : whether Y may hold NaN (None: looked up, a read-back from the device).
     """
     missing = torch.isnan(Y)
     observed = (~missing).to(mean.dtype)  # [n, D]
@@ -223,7 +258,7 @@ def gaussian_expected_log_likelihood(Y: torch.Tensor, mean: torch.Tensor, varian
     L = torch.linalg.cholesky(Kuu)
     m = q_u.mean  # [D, M]
     shared = q_u.shared_covariance if isinstance(q_u, TiedMultivariateNormal) else None  # [M, M] or None
-    any_missing = bool(missing.any())
+    any_missing = bool(missing.any()) if any_missing is None else bool(any_missing)
     stats = psi_statistics(kernel, mean, variance, inducing, per_point=any_missing)
     mean_f = stats.psi1 @ torch.linalg.solve_triangular(L.mT, m.mT, upper=True)  # E[f_nd] [n, D]
 
