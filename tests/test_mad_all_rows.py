@@ -107,7 +107,8 @@ def test_an_anchored_start_with_fewer_anchors_than_latent_dimensions_still_share
     mad = ba.MAD(seed=0, engine_options={"init": "cca"}).fit(problem)
     assert mad.latent_dim == 10 and len(problem.anchors_between("Y1", "Y2")) == 10
     assert len(mad.shared_dims("Y1", "Y2")) == 2
-    assert ba.metrics.matching_accuracy(mad.align(), problem) >= 0.8
+    # (the Hungarian pairs do not depend on the temperature: the posterior one spares the held-out calibration)
+    assert ba.metrics.matching_accuracy(mad.align(temperature="posterior"), problem) >= 0.8
 
 
 def test_standard_normal_prior_and_standardised_views_are_options(toy):
