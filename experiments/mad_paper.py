@@ -371,7 +371,8 @@ def beyond(out: Path, quick: bool, seeds: int, log=print):
             zero = problem.replace(anchors=[])
             try:
                 mad0 = fit_mad(name, zero, seed, quick, cost="likelihood")
-                # fit already bootstrapped and self-trained (no anchors); report the end state
+                # no anchors: the fit started from the GW coupling's pairs (self_training_history_ is empty unless
+                # self_train() is called); report the end state
                 res = evaluate(mad0.align(a, b, temperature=TEMPERATURE), zero)
                 boot = mad0.bootstrap_
                 rows.append({"problem": name, "seed": seed, "anchors": "none (bootstrap)",
