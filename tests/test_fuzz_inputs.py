@@ -8,6 +8,7 @@ a KeyError, a numpy error, a UnicodeError) is a bug.
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,6 +44,15 @@ def test_read_view_raises_only_input_errors(tmp_path, lines, separator, bom, suf
     except InputError:
         return
     assert view.data.ndim == 2 and np.all(np.isfinite(view.data))
+
+
+def test_a_text_view_too_large_to_square_is_an_input_error_naming_the_file(tmp_path):
+    # found by the fuzz test above: a value whose square overflows float64 is refused by the view check, and the
+    # file reader says so as an error about the user's file
+    path = tmp_path / "v.csv"
+    path.write_text("1.3407807929942597e+151\n")
+    with pytest.raises(InputError, match=r"v\.csv: view 'v' is badly scaled"):
+        read_view(path)
 
 
 @SETTINGS

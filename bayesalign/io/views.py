@@ -174,7 +174,11 @@ def read_view(path, name: str | None = None, row_names: bool | None = None) -> V
     if names is not None:
         _check_unique_names(names, path)
     columns = tuple(first[start:]) if has_header else None
-    return ViewFile(name, check_view(data, name), names, columns, str(path))
+    try:
+        data = check_view(data, name)  # e.g. values that overflow once squared
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return ViewFile(name, data, names, columns, str(path))
 
 
 def _first_column_is_names(body, body_lines, header_says_so: bool, path) -> bool:
