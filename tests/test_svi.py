@@ -377,8 +377,9 @@ def test_gp_latent_prior_enters_as_its_kl(toy_views):
 
 def test_infer_matches_the_collapsed_engine(toy_views, collapsed):
     # With the collapsed MRD's state and optimal q(u), q(x*) for rows of view "a" maximises the same per-row bound
-    # as MRD.infer (which computes it in closed form); SVI's expectation over q(x*) is an average over 64 fixed draws,
-    # so the optimum agrees to the sampling error of that average, not to round-off.
+    # as MRD.infer; for a Gaussian view both compute it in closed form (psi-statistics), so the optima agree to the
+    # two optimisers' stopping tolerances (L-BFGS here, MRD.infer's own tol; about 1e-5 in the means and 1e-3 in
+    # log variance on this toy), far inside the spread of the latent points (about 2 per dimension).
     svi = _quiet(StochasticMRD(init="pca", latent_dim=4, num_inducing=10, max_epochs=0, progress=False, seed=0),
                                toy_views)
     svi.load_collapsed(collapsed)
@@ -386,8 +387,23 @@ def test_infer_matches_the_collapsed_engine(toy_views, collapsed):
     mean, var = svi.infer("a", rows)
     ref_mean, ref_var = collapsed.infer("a", rows)
     relevant = collapsed.relevance_["a"] > 0.05 * collapsed.relevance_["a"].max()
-    assert np.abs(mean - ref_mean)[:, relevant].max() < 0.02  # the latent points span about 2 per dimension
-    assert np.allclose(np.log(var[:, relevant]), np.log(ref_var[:, relevant]), atol=0.1)
+    assert np.abs(mean - ref_mean)[:, relevant].max() < 2e-4
+    assert np.allclose(np.log(var[:, relevant]), np.log(ref_var[:, relevant]), atol=0.01)
+
+
+def test_infer_stays_finite_on_a_barely_fitted_model():
+    # Two epochs leave q(u) near its prior, where the sampled per-row objective of a count view is flat in places.
+    # q(x*) stays finite with positive variances (the variance is a softplus above its floor, as in the fit) and
+    # the draws are seeded: the same call gives the same answer.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 1))
+    views = {"a": rng.poisson(np.exp(1 + x @ rng.normal(size=(1, 6)))).astype(float), "b": x @ rng.normal(size=(1, 4))}
+    svi = _quiet(StochasticMRD(latent_dim=2, num_inducing=8, max_epochs=2, likelihood={"a": "poisson"},
+                               progress=False, seed=0), views)
+    mean, var = svi.infer("a", views["a"][:5], num_samples=8)
+    again = svi.infer("a", views["a"][:5], num_samples=8)
+    assert np.isfinite(mean).all() and (var > 0).all() and np.isfinite(var).all()
+    np.testing.assert_array_equal(mean, again[0])
 
 
 def test_svi_keeps_the_collapsed_shared_private_split(toy_views, collapsed):

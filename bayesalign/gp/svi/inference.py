@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from gpytorch.likelihoods import GaussianLikelihood
 
 from ...data.views import InputTypeError
 from ..inference import nearest_observed_rows
+from .guide import LatentPosterior
 from .likelihoods import check_targets, expected_log_likelihood, fisher_information
+from .model import gaussian_expected_log_likelihood
 
 __all__ = ["infer_rows", "view_resolution"]
 
@@ -46,19 +49,24 @@ def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, see
     Per-row optimisation with the model fixed (the GPs, q(U), likelihood and the other views
     untouched): q(x*_n) maximises
 
-        E_q(x*_n)[sum_d E_q(f)[log p(y*_nd | f_d(x*_n))]] - KL(q(x*_n) || p(x)),
+        E_q(x*_n)[sum_d E_q(f)[log p(y*_nd | f_d(x*_n))]] - KL(q(x*_n) || p(x)).
 
-    the expectation over x*_n a sample average over ``num_samples`` reparameterised draws
-    ``x = mean + sqrt(variance) * eps`` with the draws ``eps`` fixed for the whole optimisation
-    (sample-average approximation; eps is moment-matched per row and dimension, sample mean 0 and
-    mean square 1, so a locally quadratic objective has its optimum exactly), maximised by
-    L-BFGS (strong Wolfe line search) from the fitted q(x) of the view's nearest training row
-    (mean squared difference over the entries both rows observe,
-    :func:`~bayesalign.gp.inference.nearest_observed_rows`), as the collapsed engine's ``MRD.infer``
-    starts (a row with missing entries started at the prior can stop in another mode). p(x) is N(0, I)
-    for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution otherwise
-    (a callable prior is evaluated at entity index 0). Dimensions the view ignores go to the prior (only
-    the KL acts on them). Rows are independent given the model: their objectives add.
+    For a Gaussian view the expectation is in closed form: the likelihood is quadratic in f, so the
+    psi-statistics of q(x*_n) give it exactly, as the collapsed engine's ``MRD.infer`` computes it
+    (:func:`~bayesalign.gp.svi.model.gaussian_expected_log_likelihood`, the fit's own Gaussian term).
+    For the other likelihoods it is a sample average over
+    ``num_samples`` reparameterised draws ``x = mean + sqrt(variance) * eps`` with the draws ``eps``
+    fixed for the whole optimisation (sample-average approximation; eps is moment-matched per row and
+    dimension, sample mean 0 and mean square 1, so a locally quadratic objective has its optimum
+    exactly). Maximised by L-BFGS (strong Wolfe line search) from the fitted q(x) of the view's nearest
+    training row (mean squared difference over the entries both rows observe,
+    :func:`~bayesalign.gp.inference.nearest_observed_rows`), as ``MRD.infer`` starts (a row with missing
+    entries started at the prior can stop in another mode); the variance is a softplus of a free
+    parameter above :data:`~bayesalign.gp.svi.guide.VARIANCE_FLOOR`, as in the fit, so a trial step of
+    the line search far out gives a poor finite objective that the search backs off from. p(x) is
+    N(0, I) for the "normal" and "gp" priors (the GP prior's marginal) and the per-entity distribution
+    otherwise (a callable prior is evaluated at entity index 0). Dimensions the view ignores go to the
+    prior (only the KL acts on them). Rows are independent given the model: their objectives add.
     """
     est._check_fitted()
     v = est._view_index(view)
@@ -90,24 +98,33 @@ def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, see
     if rows is not None:
         entity = torch.nonzero(rows >= 0).reshape(-1)[torch.argsort(rows[rows >= 0])]  # the entity of each row
     start = entity[nearest_observed_rows(y, train)]  # [n]
-    mean = model.q_x.mean.detach()[start].clone().requires_grad_(True)
-    log_var = model.q_x.variance.detach()[start].log().clone().requires_grad_(True)
+    missing = bool(torch.isnan(y).any())
+    q = LatentPosterior(model.q_x.mean.detach()[start], model.q_x.variance.detach()[start])  # q(x*) [n, Q]
     prior = model.prior_of(torch.zeros(n, dtype=torch.long, device=like.device))
-    optimiser = torch.optim.LBFGS([mean, log_var], lr=1.0, max_iter=int(max_iter), line_search_fn="strong_wolfe",
+    gp, likelihood = model.gps[v], model.likelihoods[v]
+    closed = isinstance(likelihood, GaussianLikelihood)
+    optimiser = torch.optim.LBFGS(list(q.parameters()), lr=1.0, max_iter=int(max_iter), line_search_fn="strong_wolfe",
                                   tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20)
 
     def closure():
         optimiser.zero_grad()
-        std = (0.5 * log_var).exp()
-        x = mean + std * eps  # [S, n, Q]
-        f_mean, f_var = model.gps[v].marginals(x.reshape(-1, Q))  # [S n, D]
-        ell = expected_log_likelihood(model.likelihoods[v], targets, f_mean, f_var).sum(-1).reshape(S, n).mean(0)
-        q = torch.distributions.Independent(torch.distributions.Normal(mean, std), 1)
+        mean, std = q.mean, q.variance.sqrt()
+        if closed:  # summed over the rows and their observed entries
+            strategy = gp.variational_strategy
+            ell = gaussian_expected_log_likelihood(y, mean, q.variance, gp.covar_module, strategy.inducing_points,
+                                                   strategy.jitter_val, gp.inducing_distributions()[1],
+                                                   likelihood.noise.reshape(()), any_missing=missing)
+        else:
+            x = mean + std * eps  # [S, n, Q]
+            f_mean, f_var = gp.marginals(x.reshape(-1, Q))  # [S n, D]
+            ell = expected_log_likelihood(likelihood, targets, f_mean, f_var).sum(-1).reshape(S, n).mean(0).sum()
+        q_x = torch.distributions.Independent(torch.distributions.Normal(mean, std), 1)
         try:
-            kl = torch.distributions.kl_divergence(q, prior)  # [n]
+            kl = torch.distributions.kl_divergence(q_x, prior)  # [n]
         except NotImplementedError:
-            kl = (q.log_prob(x) - prior.log_prob(x)).mean(0)
-        loss = -(ell - kl).sum()
+            x = mean + std * eps
+            kl = (q_x.log_prob(x) - prior.log_prob(x)).mean(0)
+        loss = kl.sum() - ell
         loss.backward()
         return loss
 
@@ -118,6 +135,7 @@ def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, see
     finally:
         for p in model.parameters():
             p.requires_grad_(True)
-    if not (torch.isfinite(mean).all() and torch.isfinite(log_var).all()):
+    mean, variance = q.mean.detach(), q.variance.detach()
+    if not (torch.isfinite(mean).all() and torch.isfinite(variance).all()):
         raise FloatingPointError(f"infer: q(x*) of view {name!r} became non-finite")
-    return mean.detach().cpu().numpy(), log_var.detach().exp().cpu().numpy()
+    return mean.cpu().numpy(), variance.cpu().numpy()
