@@ -197,6 +197,40 @@ def test_sparse_recovers_optimum_outside_the_nearest_neighbours():
     assert {tuple(p) for p in sparse.pairs} == optimum_pairs
 
 
+@pytest.mark.parametrize("shape", [(30, 30), (20, 35), (35, 20)])
+def test_candidates_completed_to_a_full_matching_add_only_what_the_maximum_matching_lacks(shape):
+    # Every point's 1-NN in a tight cluster of the other view: the graph matches few rows. The completion keeps
+    # every candidate, adds exactly (smaller side - maximum matching) pairs, each from a free row of the smaller
+    # side to a distinct free row of the other, and the result matches the whole smaller side (Hopcroft-Karp).
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    from bayesalign.matching.assignment import with_full_matching
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(shape[0], 2))
+    B = np.r_[rng.normal(size=(3, 2)) * 0.01, rng.normal(size=(shape[1] - 3, 2)) + 8.0]  # 3 near a, the rest far
+    source = _PointCosts(A, B, "sqeuclidean")
+    ei, ej = source.knn(1)
+
+    def matched(i, j):
+        return int((maximum_bipartite_matching(sp.csr_matrix((np.ones(i.size), (i, j)), shape=shape)) >= 0).sum())
+
+    before = matched(ei, ej)
+    assert before < min(shape)
+    fi, fj = with_full_matching(source, ei, ej)
+    assert matched(fi, fj) == min(shape)
+    keys, new = set(zip(ei.tolist(), ej.tolist())), set(zip(fi.tolist(), fj.tolist()))
+    assert keys <= new and len(new - keys) == min(shape) - before
+    added = np.array(sorted(new - keys))
+    side = 0 if shape[0] <= shape[1] else 1
+    assert len(set(added[:, side])) == len(added) and len(set(added[:, 1 - side])) == len(added)
+    assert np.all(np.diff(fi * shape[1] + fj) > 0)  # sorted and distinct, as knn_edges returns them
+    # and the certified sparse assignment on the completed graph is the dense optimum
+    sparse = m.assign(A, B, method="sparse", k=1, metric="sqeuclidean")
+    dense = m.linear_assignment(m.pairwise_costs(A, B, "sqeuclidean"))
+    assert sparse.info["objective"] == pytest.approx(dense.info["objective"], rel=1e-12)
+
+
 def test_certificate_catches_a_feasible_but_suboptimal_candidate_graph():
     # Candidates = the identity only: a full matching exists among them, but it is not optimal.
     rng = np.random.default_rng(11)

@@ -160,7 +160,7 @@ def fit_temperature(posteriors, pool, cost: str, progress: bool = False, method:
             sinkhorn_probabilities(C, T, None, pool_a[0], pool_b[0], hard, info, tol=CALIBRATION_SINKHORN_TOL,
                                    warm_start=warm, candidates=edges)
         else:
-            posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=warm)
+            posterior_marginals(cost, *pool_a, *pool_b, T, info=info, warm_start=warm, candidates=edges)
         solved[T] = (info["potentials"], info.get("edges"))
         alpha, beta = info["log_potentials"]
         value = -float(np.minimum(alpha[true_a] + beta[true_b] - true_cost / T, 0.0).sum())

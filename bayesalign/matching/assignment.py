@@ -233,10 +233,35 @@ def _candidate_edges(source, ei, ej):
     return ei, ej, keys, ec
 
 
-def _has_full_matching(shape, ei, ej) -> bool:
-    """Whether the graph matches every point of the smaller side (Hopcroft-Karp)."""
-    graph = sp.csr_matrix((np.ones(ei.size), (ei, ej)), shape=shape)
-    return int((maximum_bipartite_matching(graph, perm_type="column") >= 0).sum()) == min(shape)
+def with_full_matching(source, ei, ej) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs (ei, ej) with pairs added where needed so that they match every row of the smaller side.
+
+    A maximum matching of the candidate graph (Hopcroft-Karp, scipy's ``maximum_bipartite_matching``); each
+    row of the smaller side it leaves unmatched then takes, in turn, the cheapest pair under ``source`` (a
+    cost source with ``at``) to a row of the other side that neither the matching nor an earlier added pair
+    holds. The result admits a full matching; the added pairs are real pairs with their own costs, and a
+    solver that must reach the optimum still adds what it needs (the certified sparse assignment). Memory:
+    one row of costs over the free rows of the other side at a time. Returned sorted by ``ei * n_b + ej``.
+    """
+    n_a, n_b = source.shape
+    graph = sp.csr_matrix((np.ones(ei.size), (ei, ej)), shape=(n_a, n_b))
+    rows_side = n_a <= n_b  # the smaller side's rows are source's rows
+    partner = maximum_bipartite_matching(graph, perm_type="column" if rows_side else "row")  # -1: unmatched
+    free = np.flatnonzero(partner < 0)
+    if free.size == 0:
+        return ei, ej
+    taken = np.zeros(n_b if rows_side else n_a, dtype=bool)
+    taken[partner[partner >= 0]] = True
+    added = np.empty(free.size, dtype=np.int64)
+    for t, i in enumerate(free):
+        other = np.flatnonzero(~taken)
+        mine = np.full(other.size, i)
+        costs = source.at(mine, other) if rows_side else source.at(other, mine)
+        added[t] = other[int(np.argmin(costs))]
+        taken[added[t]] = True
+    add_i, add_j = (free, added) if rows_side else (added, free)
+    keys = np.unique(np.r_[ei * n_b + ej, add_i * n_b + add_j])
+    return keys // n_b, keys % n_b
 
 
 def _certified_full(source, ei, ej, max_rounds, max_per_row):
@@ -415,8 +440,8 @@ def assign(cost_or_points_a, points_b=None, method: str = "auto", k: int = 10, m
     :func:`linear_assignment`; ``"sparse"`` is :func:`sparse_assignment` on the ``k``
     nearest neighbours in both directions, certified against the full problem (for point
     sets it never forms the dense matrix unless it must fall back); ``"auto"`` is dense up
-    to ``DENSE_LIMIT`` (25 million) entries. Both give the same optimum. Without ``cost_limit``, ``k``
-    is doubled until the neighbour graph has a matching of the whole smaller view.
+    to ``DENSE_LIMIT`` (25 million) entries. Both give the same optimum. Without ``cost_limit``, the
+    neighbour graph is completed to one with a matching of the whole smaller view (:func:`with_full_matching`).
 
     Examples
     --------
@@ -441,9 +466,8 @@ def assign(cost_or_points_a, points_b=None, method: str = "auto", k: int = 10, m
         return _dense_alignment(source.dense(), limit, views)
     k = int(k)
     ei, ej = source.knn(k)
-    while limit is None and not _has_full_matching(source.shape, ei, ej) and k < max(source.shape):
-        k *= 2  # too few neighbours for every point of the smaller view to find a partner
-        ei, ej = source.knn(k)
+    if limit is None:  # every point of the smaller view needs a partner among the candidates
+        ei, ej = with_full_matching(source, ei, ej)
     return _sparse_solve(source, ei.astype(np.int64), ej.astype(np.int64), limit, max_rounds,
                          max(8, int(k)), True, views, "sparse")
 

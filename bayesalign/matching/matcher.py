@@ -15,8 +15,8 @@ import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 from ..data import Alignment, AlignmentProblem, LatentEmbedding
-from .assignment import _has_full_matching, assign, linear_assignment, sparse_assignment
-from .costs import cost_source, knn_edges, likelihood_cost, mean_distance_cost, pair_costs
+from .assignment import assign, linear_assignment, sparse_assignment, with_full_matching
+from .costs import _PointCosts, cost_source, knn_edges, likelihood_cost, mean_distance_cost, pair_costs
 from .entropic import sinkhorn_marginals, sparse_sinkhorn
 from .given_costs import _MatrixCosts
 from .marginals import marginal_assignment, perturb_and_map
@@ -231,12 +231,12 @@ def _cost_matrix(cost, ma, va, mb, vb) -> np.ndarray:
 
 
 def _candidate_pairs(ma, mb, k, shape, cost_limit):
-    """kNN candidate pairs; without ``cost_limit``, k is doubled until they admit a matching of every
-    row of the smaller view (as ``assign`` does), else Sinkhorn's marginals would be infeasible."""
+    """kNN candidate pairs and k; without ``cost_limit`` completed (:func:`~bayesalign.matching.assignment.
+    with_full_matching`, nearest means first) until they admit a matching of every row of the smaller view,
+    else Sinkhorn's marginals would be infeasible."""
     ei, ej = knn_edges(ma, mb, k)
-    while cost_limit is None and not _has_full_matching(shape, ei, ej) and k < max(shape):
-        k *= 2
-        ei, ej = knn_edges(ma, mb, k)
+    if cost_limit is None:
+        ei, ej = with_full_matching(_PointCosts(ma, mb, "sqeuclidean"), ei, ej)
     return ei, ej, k
 
 
@@ -329,18 +329,20 @@ def sinkhorn_log_marginals(C, T, cost_limit=None, mean_a=None, mean_b=None, warm
 
 
 def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: float, cost_limit=None,
-                        info=None, warm_start=None) -> sp.csr_matrix:
+                        info=None, warm_start=None, candidates=None) -> sp.csr_matrix:
     """Sinkhorn match marginals (CSR [n_a, n_b]) of two sets of Gaussian posteriors under ``cost``.
 
     Up to ``SPARSE_ABOVE`` pairs the dense cost and :func:`sinkhorn_probabilities`; above it the
     (n_a, n_b) matrix is never formed: Sinkhorn starts on the ``SINKHORN_NEIGHBORS`` nearest neighbours
-    of every row (doubled until they admit a matching of every row of the smaller side when there is
+    of every row (completed until they admit a matching of every row of the smaller side when there is
     no ``cost_limit``), and the pairs that carry more than the tolerance join from the cost's row
     blocks (:func:`~bayesalign.matching.sparse_sinkhorn`; checked up to ``SINKHORN_CHECK_MAX`` pairs).
     The probabilities ``match`` reports, for callers that need all of them (the temperature fit, the
     correspondence rounds). ``info`` (a dict) receives ``sinkhorn_error``, ``probability``,
     ``log_potentials`` (the log marginal of every pair) and ``potentials``, which ``warm_start`` takes
-    (:func:`~bayesalign.matching.sparse_sinkhorn`).
+    (:func:`~bayesalign.matching.sparse_sinkhorn`), and above ``SPARSE_ABOVE`` ``edges``, which ``candidates``
+    takes: the pairs to start from instead of the kNN pairs (without ``cost_limit`` they must admit a matching
+    of every row of the smaller side), as in :func:`sinkhorn_probabilities`.
     """
     info = {} if info is None else info
     ma, mb = np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64)
@@ -349,14 +351,14 @@ def posterior_marginals(cost: str, mean_a, var_a, mean_b, var_b, temperature: fl
     if ma.shape[0] * mb.shape[0] <= SPARSE_ABOVE:
         C = _cost_matrix(cost, ma, va, mb, vb)  # [n_a, n_b]
         return sp.csr_matrix(sinkhorn_probabilities(C, temperature, cost_limit, ma, mb, None, info,
-                                                    warm_start=warm_start))
+                                                    warm_start=warm_start, candidates=candidates))
     return _sparse_marginals(cost, (ma, va, mb, vb), temperature, cost_limit, SINKHORN_NEIGHBORS, info,
-                             warm_start)[0]
+                             warm_start, candidates)[0]
 
 
 def posterior_assignment(cost: str, mean_a, var_a, mean_b, var_b) -> Alignment:
     """The optimal assignment (Hungarian) of two sets of Gaussian posteriors under ``cost``, as ``match`` finds it:
-    on the dense cost up to ``SPARSE_ABOVE`` pairs, above on the kNN candidate pairs of the means (doubled until
+    on the dense cost up to ``SPARSE_ABOVE`` pairs, above on the kNN candidate pairs of the means (completed until
     they admit a matching of every row of the smaller side), never forming the (n_a, n_b) matrix."""
     ma, mb = np.asarray(mean_a, np.float64), np.asarray(mean_b, np.float64)
     if ma.shape[0] * mb.shape[0] <= SPARSE_ABOVE:
@@ -366,18 +368,22 @@ def posterior_assignment(cost: str, mean_a, var_a, mean_b, var_b) -> Alignment:
     return sparse_assignment(sp.csr_matrix((pair_costs(cost, ma, var_a, mb, var_b, ei, ej), (ei, ej)), shape=shape))
 
 
-def _sparse_marginals(cost, posteriors, T, cost_limit, k, info, warm_start=None):
-    """(csr P, ei, ej, ec, k): Sinkhorn marginals on the kNN candidate pairs (ei, ej) with costs ec, completed
-    from the cost's row blocks up to ``SINKHORN_CHECK_MAX`` pairs."""
+def _sparse_marginals(cost, posteriors, T, cost_limit, k, info, warm_start=None, candidates=None):
+    """(csr P, ei, ej, ec, k): Sinkhorn marginals on the kNN candidate pairs (ei, ej) (or the given ``candidates``)
+    with costs ec, completed from the cost's row blocks up to ``SINKHORN_CHECK_MAX`` pairs."""
     ma, va, mb, vb = posteriors
     shape = (ma.shape[0], mb.shape[0])
-    ei, ej, k = _candidate_pairs(ma, mb, k, shape, cost_limit)
+    if candidates is None:
+        ei, ej, k = _candidate_pairs(ma, mb, k, shape, cost_limit)
+    else:
+        ei, ej = (np.asarray(e, np.int64) for e in candidates)
     ec = pair_costs(cost, ma, va, mb, vb, ei, ej)
     check = shape[0] * shape[1] <= SINKHORN_CHECK_MAX
     P, info["sinkhorn_error"] = sparse_sinkhorn(ei, ej, ec, T, shape, cost_limit,  # csr [n_a, n_b]
                                                 costs=cost_source(cost, ma, va, mb, vb) if check else None,
                                                 info=info, warm_start=warm_start)
-    info["probability"] = f"sinkhorn marginal on {ei.size} kNN candidate pairs" + (
+    start = "the given candidate pairs" if candidates is not None else "kNN candidate pairs"
+    info["probability"] = f"sinkhorn marginal on {ei.size} {start}" + (
         f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
         " (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
     return P, ei, ej, ec, k
