@@ -16,7 +16,7 @@ embedding and its prior MAD's graph prior. The stages, each timed:
 2. fit: ``MAD.fit`` (the start, the graph prior over both views' kNN graphs, the SVI fit; ``timings_``);
 3. posteriors: ``MAD.posteriors()`` (the rows to match in the shared dimensions, the cross-view misfit);
 4. calibration: ``MAD.calibrate_temperature()`` (each anchor re-inferred from each view alone, the
-   temperature search on sparse Sinkhorn above ``SPARSE_ABOVE`` pairs);
+   temperature search on sparse Sinkhorn above ``SPARSE_ABOVE`` pairs); skipped with ``--temperature posterior``;
 5. alignment: ``MAD.align()`` (Hungarian on kNN candidates above ``SPARSE_ABOVE`` pairs, the Sinkhorn
    probabilities warm-started from the calibration);
 6. FOSCTTM of the fitted embedding in the shared dimensions (``ba.metrics.foscttm``, in row blocks) and the
@@ -80,6 +80,9 @@ def main():
     parser.add_argument("--dtype", default="float64")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", choices=("anchors", "posterior"), default="anchors",
+                        help="the probabilities' temperature: fitted on the anchors (stage 4), or the posterior one "
+                             "(no calibration stage)")
     args = parser.parse_args()
     import torch
 
@@ -111,11 +114,12 @@ def main():
         t = time.perf_counter()
         posteriors = mad.posteriors()
         stage("posteriors", t)
+        if args.temperature == "anchors":
+            t = time.perf_counter()
+            mad.calibrate_temperature()
+            stage("calibration", t)
         t = time.perf_counter()
-        T = mad.calibrate_temperature()
-        stage("calibration", t)
-        t = time.perf_counter()
-        alignment = mad.align()
+        alignment = mad.align(temperature=args.temperature)
         stage("alignment", t)
         t = time.perf_counter()
         fos = ba.metrics.foscttm(mad.embedding_, problem)
@@ -131,10 +135,11 @@ def main():
     total = sum(seconds for _, seconds, *_ in stages)
     print(f"  {'total':12s} {total:8.1f} {cpu_before:8.1f} {max(p for _, _, p, _ in stages):8.0f}")
     print(f"fit stages (MAD.timings_): {', '.join(f'{k} {v:.1f} s' for k, v in mad.timings_.items())}")
-    record = mad.calibration_[("rna", "protein", mad.cost)]
+    record = mad.calibration_.get(("rna", "protein", mad.cost))
+    fitted = (f"temperature {record['temperature']:.4g} ({record['pairs']} calibration pairs, evidence "
+              f"{record.get('evidence', float('nan')):.3g})" if record else "the posterior temperature")
     print(f"rows to match {posteriors.rows_a.size} x {posteriors.rows_b.size}, shared dims "
-          f"{posteriors.info['shared_dims']}; temperature {T:.4g} ({record['pairs']} calibration pairs, evidence "
-          f"{record.get('evidence', float('nan')):.3g}); probabilities: {alignment.info.get('probability')}")
+          f"{posteriors.info['shared_dims']}; {fitted}; probabilities: {alignment.info.get('probability')}")
     print(f"epochs {model.n_epochs_}, converged_ {mad.converged_}; ELBO per entity (mean of the last epochs) "
           f"{elbo / model.n_entities_:.4f}")
     print(f"FOSCTTM {fos:.4f}; matching accuracy {accuracy:.4f}; mean probability of the pairs "
