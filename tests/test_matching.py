@@ -570,6 +570,45 @@ def test_match_probabilities_for_many_rows_use_the_sparse_path():
     assert al.probabilities[al.index_b == perm[al.index_a]].mean() > 0.9
 
 
+@pytest.mark.parametrize("spread", [1e-4, 30.0])
+def test_probabilities_on_candidates_alone_measure_the_mass_they_leave_out(spread, monkeypatch):
+    # Above SINKHORN_CHECK_MAX pairs (lowered here) the probabilities are not completed. The mass a sampled row leaves
+    # outside its candidates under the solved potentials is then measured: against a brute force over every pair of
+    # those rows, and with a warning only where the posteriors are diffuse (variances far above the rows' spacing)
+    from bayesalign.data import AlignmentProblem, LatentEmbedding
+    from bayesalign.matching import matcher as matcher_module
+
+    monkeypatch.setattr(matcher_module, "SINKHORN_CHECK_MAX", 0)
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(400, 2))
+    perm = rng.permutation(400)
+    b = np.empty_like(a)
+    b[perm] = a + 0.01 * rng.normal(size=a.shape)
+    var = {"a": np.full_like(a, spread), "b": np.full_like(b, spread)}
+    emb = LatentEmbedding({"a": a, "b": b}, variances=var)
+    problem = AlignmentProblem({"a": a, "b": b})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        al = m.match(emb, problem, cost="likelihood", sparse=True)
+    left_out = al.info["left_out_mass"]
+    said = [w for w in caught if "candidate pairs only" in str(w.message)]
+    # brute force over the same rows: every pair's mass under the same solve's potentials, the candidates' taken out
+    info = {}
+    _, ei, ej, _, _ = matcher_module._sparse_marginals("likelihood", (a, var["a"], b, var["b"]), 1.0, None, 10, info)
+    assert info["left_out_mass"] == pytest.approx(left_out, rel=1e-9)
+    f, g, T = info["potentials"]
+    rows = np.sort(np.random.default_rng(0).choice(400, size=256, replace=False))
+    C = m.likelihood_cost(a[rows], var["a"][rows], b, var["b"])
+    mass = np.exp(np.minimum((f[rows, None] + g[None, :400] - C) / T, 0.0))
+    candidates = set(zip(ei.tolist(), ej.tolist()))
+    outside = sum(mass[r, j] for r, i in enumerate(rows) for j in range(400) if (i, j) not in candidates)
+    assert left_out == pytest.approx(outside / rows.size, rel=1e-9, abs=1e-12)
+    if spread < 1:
+        assert left_out < matcher_module.LEFT_OUT_WARN and not said
+    else:
+        assert left_out > 1.0 and len(said) == 1 and "overstated" in str(said[0].message)
+
+
 def test_match_posterior_temperature_and_likelihood_cost():
     # with variances, T follows the posterior rule: 1 for the likelihood cost, 2 (s_a + s_b) for the mean cost
     from bayesalign.data import AlignmentProblem, LatentEmbedding

@@ -10,6 +10,8 @@ candidates and no (n_a, n_b) matrix is formed.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
@@ -34,12 +36,20 @@ SPARSE_ABOVE = 25_000_000
 #: on near-hard costs the dense iteration needs thousands of sweeps of the whole matrix.
 DENSE_SINKHORN_MAX = 250_000
 SINKHORN_NEIGHBORS = 10
-#: Up to this many pairs n_a * n_b the kNN Sinkhorn candidates are completed until the left-out mass is
-#: below the tolerance (an O(n_a n_b) scan per round, in row blocks); above it the mass beyond the k-th
-#: neighbour is neglected, which makes rows with few candidates overconfident.
-SINKHORN_CHECK_MAX = 400_000_000
+#: Up to this many pairs n_a * n_b (10,000 rows a side) the kNN Sinkhorn candidates are completed until the
+#: left-out mass is below the tolerance (an O(n_a n_b) scan per round, in row blocks); above it the mass beyond
+#: the k-th neighbour is neglected, which makes rows with few candidates overconfident, and measured on
+#: ``LEFT_OUT_SAMPLE`` rows. Where the posteriors are diffuse the completed support is nearly dense: at 20,000
+#: cells of the simulator the completed solve did not finish in 10 minutes, the candidates' in 15 s
+#: (benchmarks/RESULTS.md, "MAD end to end on the single-cell simulator").
+SINKHORN_CHECK_MAX = 100_000_000
 #: Largest marginal error for Sinkhorn marginals to be used as probabilities of a deterministic embedding.
 SINKHORN_TOLERANCE = 1e-3
+#: Above ``SINKHORN_CHECK_MAX`` pairs, the rows (a seeded sample) whose mass outside their candidates is measured.
+LEFT_OUT_SAMPLE = 256
+#: Mean mass a sampled row leaves outside its candidates (relative to its unit mass) above which ``match`` warns
+#: that probabilities on the candidates alone overstate the pairs' probabilities.
+LEFT_OUT_WARN = 0.01
 
 
 def candidate_rows(problem: AlignmentProblem, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +132,8 @@ def match(embedding: LatentEmbedding, problem: AlignmentProblem, a=None, b=None,
         likelihood cost, and the probabilities are Sinkhorn marginals started on the candidates and
         completed with every pair whose mass under the potentials exceeds the tolerance
         (:func:`~bayesalign.matching.sparse_sinkhorn` with ``costs``; up to ``SINKHORN_CHECK_MAX``
-        pairs, beyond which the mass past the k-th neighbour is neglected).
+        pairs; beyond it they are not completed, and the mass a seeded sample of rows leaves outside
+        its candidates is measured: ``info["left_out_mass"]``, with a warning above ``LEFT_OUT_WARN``).
         Default: when n_a * n_b > ``SPARSE_ABOVE``.
         ``"perturb"`` and ``"myopic"`` with the likelihood cost need the dense path.
     order : int array, optional
@@ -385,8 +396,25 @@ def _sparse_marginals(cost, posteriors, T, cost_limit, k, info, warm_start=None,
     start = "the given candidate pairs" if candidates is not None else "kNN candidate pairs"
     info["probability"] = f"sinkhorn marginal on {ei.size} {start}" + (
         f", completed to {P.nnz} pairs until no row leaves out more than the tolerance" if check else
-        " (above SINKHORN_CHECK_MAX pairs: the mass beyond them is not checked)")
+        " (above SINKHORN_CHECK_MAX pairs: not completed)")
+    if not check:
+        info["left_out_mass"] = _sampled_left_out_mass(cost_source(cost, ma, va, mb, vb), ei, ej,
+                                                       info["potentials"], shape)
     return P, ei, ej, ec, k
+
+
+def _sampled_left_out_mass(source, ei, ej, potentials, shape, n_rows: int = LEFT_OUT_SAMPLE, seed: int = 0) -> float:
+    r"""Mean over a seeded sample of ``n_rows`` rows of the mass each leaves outside its candidate pairs under
+    the solved potentials, :math:`\sum_{j \notin \text{cand}(i)} \min(1, \exp((f_i + g_j - C_{ij}) / T))`, relative to
+    the row's unit mass: the quantity the completion bounds below the tolerance (:func:`~bayesalign.matching.
+    sparse_sinkhorn`), estimated where it is not run. Memory: ``n_rows`` rows of costs."""
+    f, g, T = potentials
+    n_a, n_b = shape
+    rows = np.sort(np.random.default_rng(seed).choice(n_a, size=min(int(n_rows), n_a), replace=False))
+    log_mass = (f[rows, None] + g[None, :n_b] - source.block(rows)) / T  # [r, n_b]
+    candidate = sp.csr_matrix((np.ones(ei.size), (ei, ej)), shape=shape)[rows].toarray() > 0
+    mass = np.where(candidate, 0.0, np.exp(np.minimum(log_mass, 0.0)))
+    return float(mass.sum(1).mean())
 
 
 def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info, warm_start=None):
@@ -411,6 +439,15 @@ def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info, warm
             hard = marginal_assignment(sp.csr_matrix((score[keep], (ei[keep], ej[keep])), shape=shape))
         else:
             hard = marginal_assignment(sp.csr_matrix((score, (ei, ej)), shape=shape), match_all=True)
+    left_out = info.get("left_out_mass", 0.0)
+    if left_out > LEFT_OUT_WARN:
+        warnings.warn(f"the probabilities use the {ei.size} candidate pairs only (above SINKHORN_CHECK_MAX = "
+                      f"{SINKHORN_CHECK_MAX:.3g} pairs): under their potentials a row's pairs outside its candidates "
+                      f"carry {left_out:.3g} times its mass (mean over {LEFT_OUT_SAMPLE} sampled rows; "
+                      f"info['left_out_mass']), so each pair's probability is overstated about "
+                      f"{1 + left_out:.3g}-fold: the posteriors are too diffuse for probabilities on sparse candidates",
+                      RuntimeWarning,
+                      stacklevel=4)
     ia, ib = hard.index_a, hard.index_b
     return ia, ib, pair_costs(cost, ma, va, mb, vb, ia, ib), np.asarray(P[ia, ib]).ravel()
 
