@@ -446,8 +446,7 @@ def _match_sparse(matcher, cost, posteriors, T, cost_limit, order, k, info, warm
                       f"carry {left_out:.3g} times its mass (mean over {LEFT_OUT_SAMPLE} sampled rows; "
                       f"info['left_out_mass']), so each pair's probability is overstated about "
                       f"{1 + left_out:.3g}-fold: the posteriors are too diffuse for probabilities on sparse candidates",
-                      RuntimeWarning,
-                      stacklevel=4)
+                      RuntimeWarning, stacklevel=4)
     ia, ib = hard.index_a, hard.index_b
     return ia, ib, pair_costs(cost, ma, va, mb, vb, ia, ib), np.asarray(P[ia, ib]).ravel()
 

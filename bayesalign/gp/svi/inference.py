@@ -91,7 +91,6 @@ def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, see
     gen = torch.Generator(device=like.device).manual_seed(int(seed))
     eps = torch.randn(S, n, Q, generator=gen, dtype=like.dtype, device=like.device)  # [S, n, Q]
     eps = (eps - eps.mean(0)) / eps.std(0, unbiased=False)  # moment-matched draws
-    targets = y.expand(S, -1, -1).reshape(S * n, -1)  # [S n, D]
     train = getattr(model, f"targets_{v}")  # [N_v, D] (centred, NaN where missing)
     rows = getattr(model, f"rows_{v}")  # [N] row of each entity, -1 where unobserved; None: row n is entity n
     entity = torch.arange(train.shape[0], device=like.device)
@@ -103,6 +102,7 @@ def infer_rows(est, view, Y_new, max_iter: int = 200, num_samples: int = 64, see
     prior = model.prior_of(torch.zeros(n, dtype=torch.long, device=like.device))
     gp, likelihood = model.gps[v], model.likelihoods[v]
     closed = isinstance(likelihood, GaussianLikelihood)
+    targets = None if closed else y.expand(S, -1, -1).reshape(S * n, -1)  # [S n, D]: one copy per draw
     optimiser = torch.optim.LBFGS(list(q.parameters()), lr=1.0, max_iter=int(max_iter), line_search_fn="strong_wolfe",
                                   tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20)
 
