@@ -191,7 +191,7 @@ def _params(meta) -> dict:
     for name, value in _FIXED_V1.items():
         if name in params and params.pop(name) != value:
             raise MADFileError(f"the file was fitted with {name}={meta['params'][name]!r}, a setting MAD no longer "
-                               f"has (it always uses {value!r}); fit the model again")
+                               f"has (a version-1 file loads only at {value!r}); fit the model again")
     params["engine_options"] = options
     return params
 

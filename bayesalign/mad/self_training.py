@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from ..matching import mutual_nearest
+from .anchors import holds_out
 from .calibration import MIN_CALIBRATION_PAIRS
 from .posteriors import anchor_foscttm
 from .refinement import truth_pairs
@@ -67,7 +68,7 @@ def self_train(estimator, confidence_threshold: float = 0.9, max_rounds: int = 5
     truth = truth_pairs(problem, a, b)
     members = _members(estimator)
     judged = len(problem.anchors_between(a, b, implied=True)) >= MIN_CALIBRATION_PAIRS
-    held_out = judged and all(m.training == "all_rows" and m.engine == "collapsed" for m in members)
+    held_out = judged and holds_out(estimator)
     judge_pairs = ("held_out" if held_out else "reinferred") if judged else None
     # among the rows unaligned now, whichever a round ties: a pool that shrank would lose the rows easiest to tell
     # apart from an anchor, and its FOSCTTM would rise with no change in the model
