@@ -2,6 +2,7 @@
 expected log-likelihood against Monte Carlo, missing entries, partial observation, priors, inference."""
 
 import math
+import traceback
 import warnings
 
 import numpy as np
@@ -706,3 +707,110 @@ def test_q_u_is_tied_exactly_where_it_loses_nothing(toy_views):
                                progress=False,
                                seed=0), toy_views)
     assert [gp.tied for gp in svi.model_.gps] == [False, False]
+
+
+@pytest.mark.parametrize("prior", ["normal", "gp"])
+def test_the_training_loss_is_pyro_s_mean_field_estimate(toy_views, prior):
+    # negative_elbo against Pyro's own TraceMeanField_ELBO at the same draws (one seed before each): the same terms
+    # summed in another order, so the values and the gradients agree to float64 round-off. A Poisson view samples
+    # X; the GP prior over time has no registered KL against the guide's q(X), so its term is log p - log q at
+    # the draw in both.
+    from pyro.infer import TraceMeanField_ELBO
+
+    from bayesalign.gp.svi.model import negative_elbo
+
+    counts = np.random.default_rng(0).poisson(2.0, size=(60, 4)).astype(float)
+    est = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=2, progress=False, seed=0,
+                               likelihood={"c": "poisson"}, latent_prior=prior),
+                 {"a": toy_views["a"], "c": counts}, **({"time_index": np.linspace(0, 6, 60)} if prior == "gp" else {}))
+    model, idx = est.model_, torch.arange(0, 60, 3)
+    pyro_loss = TraceMeanField_ELBO(num_particles=2, vectorize_particles=False)
+    results = []
+    for loss in (lambda: negative_elbo(model.model, model.guide, idx, 2),
+                 lambda: pyro_loss.differentiable_loss(model.model, model.guide, idx)):
+        torch.manual_seed(1)
+        model.zero_grad(set_to_none=True)
+        value = loss()
+        value.backward()
+        results.append((value.item(), [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+    (ours, our_grads), (theirs, their_grads) = results
+    assert ours == pytest.approx(theirs, rel=1e-12)
+    assert len(our_grads) == len(their_grads) > 0
+    for g, h in zip(our_grads, their_grads):
+        torch.testing.assert_close(g, h, rtol=1e-9, atol=1e-9)
+
+
+def test_a_training_step_waits_for_the_device_only_on_cholesky_status_flags(toy_views):
+    # Every op of one minibatch step (under the graph prior, with a Gaussian and a Poisson view) that makes the
+    # host wait for a tensor's value: .item(), bool(), a boolean mask's size, a factorisation's error check. On
+    # the CPU they cost nothing, but on a GPU each is a synchronisation. Allowed: the Cholesky factorisations'
+    # status (K_uu's; q(u)'s from its natural parameters, which the undo of a bad natural step needs) and
+    # Adam's step count (a CPU tensor unless capturable).
+    from gpytorch.optim import NGD
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from bayesalign.gp.priors import GraphLaplacianPrior
+    from bayesalign.gp.svi.training import _parameter_groups, minibatch_step
+    from bayesalign.graph import entity_graph, laplacian
+
+    waits = ("aten._local_scalar_dense", "aten.nonzero", "aten.masked_select", "aten._linalg_check_errors",
+             "aten.is_nonzero")
+    allowed = ("linear_operator/utils/cholesky.py", "torch/optim/")
+
+    class ReadBacks(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen, self.refused = [], []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            boolean_index = func is torch.ops.aten.index.Tensor and any(
+                i is not None and i.dtype == torch.bool for i in args[1])
+            if boolean_index or str(func).startswith(waits):
+                stack = [f"{f.filename}:{f.lineno}" for f in traceback.extract_stack()]
+                self.seen.append(str(func))
+                if not (str(func).startswith("aten._linalg_check_errors")
+                        or any(a in s for s in stack for a in allowed)):
+                    self.refused.append((str(func), [s for s in stack if "/torch/" not in s][-8:]))
+            return func(*args, **(kwargs or {}))
+
+    a = toy_views["a"]
+    n = a.shape[0]
+    counts = np.random.default_rng(0).poisson(2.0, size=(n, 4)).astype(float)
+    W = entity_graph([a], [np.arange(n)], n, n_neighbors=5)
+    prior = GraphLaplacianPrior(laplacian(W)[0], strength=3.0)
+    est = _quiet(StochasticMRD(init="pca", latent_dim=2, num_inducing=8, max_epochs=1, batch_size=16, progress=False,
+                               seed=0, likelihood={"c": "poisson"}, latent_prior=prior), {"a": a, "c": counts})
+    model = est.model_
+    natural, noise, params = _parameter_groups(model)
+    optimiser = torch.optim.Adam([{"params": params}, {"params": noise}], lr=1e-3)
+    ngd = NGD(natural, num_data=1, lr=0.1)
+    idx = torch.arange(16)
+    with ReadBacks() as reads:
+        elbo, before = minibatch_step(model, idx, optimiser, ngd)
+    assert not reads.refused, "\n\n".join(f"{op} from\n  " + "\n  ".join(stack) for op, stack in reads.refused)
+    assert len(reads.seen) > 0  # the recorder does see the allowed ones
+    assert elbo.dim() == 0 and len(before) == len(natural)
+
+
+@pytest.mark.parametrize("family", ["tied", "natural", "cholesky"])
+def test_marginals_are_gpytorch_s_whitened_predictive(family):
+    # ViewGP.marginals in closed form against a call of the GP (GPyTorch's VariationalStrategy): the same
+    # whitened predictive computed in another order, equal to float64 round-off; q(u) moved off the prior, and
+    # a constant mean per output.
+    from bayesalign.gp.kernels import make_kernel
+    from bayesalign.gp.svi.guide import ViewGP
+
+    g = torch.Generator().manual_seed(0)
+    Z, x = torch.randn(7, 2, generator=g, dtype=F64), torch.randn(11, 2, generator=g, dtype=F64)
+    gp = ViewGP(Z, 3, make_kernel("rbf", input_dim=2, variance=1.5).double(), constant_mean=True, jitter=1e-6,
+                natural=family != "cholesky", tied=family == "tied").double()
+    mean = torch.randn(3, 7, generator=g, dtype=F64)
+    root = 0.3 * torch.randn(1 if family == "tied" else 3, 7, 7, generator=g, dtype=F64)
+    gp.set_inducing_distribution(mean, root @ root.mT + 0.1 * torch.eye(7, dtype=F64))
+    with torch.no_grad():
+        gp.mean_module.constant.copy_(torch.tensor([0.5, -1.0, 2.0], dtype=F64))
+        q_f = gp(x)
+        ours = gp.marginals(x)
+    torch.testing.assert_close(ours[0], q_f.mean.mT, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ours[1], q_f.variance.mT, rtol=1e-10, atol=1e-10)
+    assert not torch.allclose(ours[1][:, 0], ours[1][:, 1]) or family == "tied"

@@ -78,7 +78,7 @@ def supports_analytic(kernel) -> bool:
 
 def psi_statistics(
     kernel, mu: Tensor, S: Tensor, Z: Tensor, per_point: bool = False, *, n_quadrature: int | None = None,
-    fast: bool = True,
+    fast: bool = True, check_variances: bool = True,
 ) -> PsiStatistics:
     r"""Psi-statistics of ``kernel`` under q(X) = prod_n N(mu_n, diag(S_n)) (Titsias & Lawrence 2010, Sec. 3).
 
@@ -106,6 +106,9 @@ def psi_statistics(
         The summed statistics of each RBF term through the RBF family's custom autograd Function
         (:func:`~bayesalign.gp.functions.rbf_psi.rbf_psi_statistics`); False: the plain-torch
         formulas (its reference; equal to round-off).
+    check_variances : bool
+        Raise if ``S`` has a negative entry: one read-back from the device. A caller whose variances are
+        positive by construction (the stochastic engine's training step) passes False.
 
     Returns
     -------
@@ -122,7 +125,7 @@ def psi_statistics(
     >>> [s.detach().reshape(-1)[0].item() for s in psi_statistics(k, mu, S, Z)]  # q(x) = delta(0)
     [2.0, 2.0, 4.0]
     """
-    mu, S, Z = _check_inputs(mu, S, Z)
+    mu, S, Z = _check_inputs(mu, S, Z, check_variances)
     terms = _kernel_terms(kernel)
     context = _Context(mu, S, Z, per_point, fast, _Quadrature(mu, S, n_quadrature))
     own = [_TERM_STATISTICS.get(type(t.leaf), _quadrature_statistics)(t, context) for t in terms]  # per term
@@ -160,7 +163,7 @@ class _Context(NamedTuple):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _check_inputs(mu, S, Z):
+def _check_inputs(mu, S, Z, check_variances: bool = True):
     for name, value in (("mu", mu), ("S", S), ("Z", Z)):
         if not torch.is_tensor(value):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
@@ -174,7 +177,7 @@ def _check_inputs(mu, S, Z):
         raise ValueError(f"S must have the shape of mu {tuple(mu.shape)}, got {tuple(S.shape)}")
     if Z.shape[1] != mu.shape[1]:
         raise ValueError(f"Z has {Z.shape[1]} columns but mu has {mu.shape[1]} latent dimensions")
-    if bool((S < 0).any()):
+    if check_variances and bool((S < 0).any()):
         raise ValueError("S (variances of q(X)) must be non-negative")
     return mu, S, Z
 

@@ -13,7 +13,6 @@ import gpytorch
 import numpy as np
 import torch
 from pyro import poutine
-from pyro.infer import TraceMeanField_ELBO
 
 from ..fitted import FittedLatentModel
 from ..initialisation import check_observed, check_paired
@@ -34,7 +33,7 @@ from .inputs import (
     views_with_nan,
 )
 from .likelihoods import check_targets, make_likelihood
-from .model import SVIMRDModel
+from .model import SVIMRDModel, negative_elbo
 from .start import collapsed_start, load_collapsed_state
 from .training import collapsed_elbo, normalise_latent, train
 
@@ -52,10 +51,10 @@ class StochasticMRD(FittedLatentModel):
 
         ELBO = sum_v E_q(X) E_q(f) [log p_v(Y_v | F_v)] - sum_v KL(q(U_v) || p(U_v)) - KL(q(X) || p(X))
 
-    (Hensman, Fusi & Lawrence, 2013) is maximised by stochastic variational inference: Adam on
-    Pyro's ``TraceMeanField_ELBO`` (analytic KL terms; ``num_particles`` reparameterised draws of X per step for
-    the non-Gaussian views), natural-gradient steps on q(U) of the Gaussian views, minibatches of entities through
-    ``pyro.plate`` subsampling, the learning rate decayed
+    (Hensman, Fusi & Lawrence, 2013) is maximised by stochastic variational inference: Adam on Pyro's
+    mean-field ELBO (:func:`~bayesalign.gp.svi.model.negative_elbo`: analytic KL terms; ``num_particles``
+    reparameterised draws of X per step for the non-Gaussian views), natural-gradient steps on q(U) of the
+    Gaussian views, minibatches of entities through ``pyro.plate`` subsampling, the learning rate decayed
     exponentially from ``learning_rate`` to ``learning_rate * final_lr_fraction``. Adam's second-moment
     average has a memory of about 100 steps (beta_2 = 0.99, not torch's 0.999): the first epochs' gradients are
     orders of magnitude larger than later ones, and a 1,000-step memory of them shrinks every step for thousands
@@ -387,7 +386,6 @@ class StochasticMRD(FittedLatentModel):
         model = self.model_
         N = self.n_entities_
         B = N if batch_size is None else min(int(batch_size), N)
-        loss_fn = TraceMeanField_ELBO(num_particles=int(num_samples), vectorize_particles=False)
         device = model.q_x.mean.device
         total = 0.0
         with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -396,7 +394,7 @@ class StochasticMRD(FittedLatentModel):
                 idx = torch.arange(start, min(start + B, N), device=device)
                 # a chunk's plate is scaled by N / B_c; its global terms are weighted B_c / N so they add up once
                 scaled = poutine.scale(scale=idx.shape[0] / N)
-                total += -float(loss_fn.differentiable_loss(scaled(model.model), scaled(model.guide), idx))
+                total += -float(negative_elbo(scaled(model.model), scaled(model.guide), idx, num_samples))
         return total
 
     def collapsed_elbo(self) -> float:

@@ -235,9 +235,30 @@ class ViewGP(ApproximateGP):
         return gpytorch.distributions.MultivariateNormal(mean, self.covar_module(x))
 
     def marginals(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and variance [n, D] of q(f(x)) for inputs x [n, Q] (the diagonal only: never n x n)."""
-        q_f = self(x)  # batch [D], event [n]
-        return q_f.mean.mT, q_f.variance.mT
+        r"""Mean and variance [n, D] of q(f(x)) for inputs x [n, Q] (the diagonal only: never n x n).
+
+        With the whitened :math:`q(u_d) = N(m_d, S_d)`, :math:`L L^\top = K_{ZZ} + \text{jitter}\, I` and
+        :math:`a_n = L^{-1} k(Z, x_n)`: :math:`E f_d(x_n) = m_d(x_n) + a_n^\top m_d` and
+        :math:`\mathrm{Var} f_d(x_n) = k(x_n, x_n) + \text{jitter} - |a_n|^2 + a_n^\top S_d a_n`, GPyTorch's
+        ``VariationalStrategy`` (whitened) in closed form, the variance floored at GPyTorch's ``min_variance``.
+        Unlike a call of the GP it reads nothing back from the device (no status buffers, no variance check).
+        """
+        strategy = self.variational_strategy
+        Z = strategy.inducing_points
+        eye = torch.eye(Z.shape[0], dtype=Z.dtype, device=Z.device)
+        L = torch.linalg.cholesky(self.covar_module(Z).to_dense() + strategy.jitter_val * eye)
+        A = torch.linalg.solve_triangular(L, self.covar_module(Z, x).to_dense(), upper=False)  # [M, n]
+        q_u = self.inducing_distributions()[1]  # batch [D], event [M]
+        prior_mean = self.mean_module(x)  # [D, n] or [n]
+        mean = A.mT @ q_u.mean.mT + (prior_mean.mT if prior_mean.dim() == 2 else prior_mean[:, None])  # [n, D]
+        if isinstance(q_u, TiedMultivariateNormal):
+            explained = (A * (q_u.shared_covariance @ A)).sum(0)[:, None]  # a_n' S a_n [n, 1]
+        else:
+            explained = torch.einsum("mn,dmk,kn->nd", A, q_u.covariance_matrix, A)  # [n, D]
+        prior_variance = self.covar_module(x, diag=True) + strategy.jitter_val  # [n]
+        variance = (prior_variance - A.square().sum(0))[:, None] + explained
+        floor = gpytorch.settings.min_variance.value(variance.dtype)
+        return mean, variance.clamp_min(floor).expand_as(mean)
 
     def mean_jacobian(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The predictive mean [n, D] at x [n, Q] and its derivatives :math:`\partial \bar f_d(x_n) / \partial x_{nq}`

@@ -1,9 +1,9 @@
 """The training loops of :class:`~bayesalign.gp.svi.StochasticMRD`: stochastic (Adam and natural gradients on
 minibatches) and full-batch L-BFGS, and the exact latent normalisation both use.
 
-The stochastic step never waits for the device: the ELBO estimates of the epochs stay on it and are read
-back every ``window`` epochs, where the stopping test, the finiteness check and the latent normalisation
-need them (the Cholesky factorisations of GPyTorch check their own status flags).
+The stochastic step waits for the device only on the status flags of its Cholesky factorisations
+(:func:`minibatch_step`): the ELBO estimates of the epochs stay on it and are read back every ``window``
+epochs, where the stopping test, the finiteness check and the latent normalisation need them.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import numpy as np
 import torch
 from gpytorch.optim import NGD
 from linear_operator.utils.errors import NotPSDError
-from pyro.infer import TraceMeanField_ELBO
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
 from ..kernels import normalise_latent_symmetries
+from .model import negative_elbo
 
-__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "normalise_latent", "standard_normal_prior",
-           "train", "train_lbfgs", "train_stochastic", "undo_natural_step"]
+__all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "minibatch_step", "normalise_latent",
+           "standard_normal_prior", "train", "train_lbfgs", "train_stochastic", "undo_natural_step"]
 
 #: How often a natural-gradient step that broke q(u)'s positive definiteness is undone (its size halved each
 #: time) before the fit gives up with a FloatingPointError.
@@ -82,7 +82,7 @@ def train_stochastic(est, epochs: int, continued: bool = False) -> None:
     B = min(int(est.batch_size), N)
     steps = math.ceil(N / B)
     done = int(est.n_epochs_) if continued else 0
-    loss_fn = TraceMeanField_ELBO(num_particles=int(est.num_particles), vectorize_particles=False)
+    particles = int(est.num_particles)
     natural, noise, params = _parameter_groups(model)
     warmup = 0 if continued or est.start_ == "collapsed" else int(est.warmup_epochs)
     gamma = float(est.final_lr_fraction) ** (1.0 / max(int(est.max_epochs), 1))  # the fit's decay per epoch
@@ -110,21 +110,13 @@ def train_stochastic(est, epochs: int, continued: bool = False) -> None:
         for s in range(steps):
             idx = order[s * B:(s + 1) * B]
             while True:
-                optimiser.zero_grad(set_to_none=True)
-                if ngd is not None:
-                    ngd.zero_grad(set_to_none=True)
                 try:
-                    loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+                    elbo, before_step = minibatch_step(model, idx, optimiser, ngd, particles)
                     break
-                except NotPSDError as exc:
+                except NotPSDError as exc:  # the last natural step broke q(u): undo it, then this step again
                     undo_natural_step(est, ngd, natural, before_step, epoch + 1, exc)
                     before_step = None
-            loss.backward()
-            optimiser.step()
-            if ngd is not None:
-                before_step = [p.detach().clone() for p in natural]
-                ngd.step()
-            total = total - loss.detach()
+            total = total + elbo
         pending.append(total / steps)
         schedule.step()
         if epoch + 1 == warmup:
@@ -154,6 +146,26 @@ def train_stochastic(est, epochs: int, continued: bool = False) -> None:
         warnings.warn(f"{est._method} did not converge in {budget}: the mean ELBO of the last {w} epochs "
                       f"still moved by more than tol={est.tol} relative to the {w} before; increase max_epochs",
                       ConvergenceWarning, stacklevel=5)
+
+
+def minibatch_step(model, idx, optimiser, ngd, particles: int = 1):
+    """One step on the minibatch ``idx``: ``optimiser`` on the minibatch ELBO, then the natural-gradient step
+    ``ngd`` on q(u) (or none). Returns the ELBO estimate, left on the device, and q(u)'s natural parameters
+    before the natural step (None without one), to undo that step should it have broken q(u). Nothing is read
+    back from the device but the status flags of the Cholesky factorisations (K_uu's, and q(u)'s from its
+    natural parameters, which raise ``NotPSDError``), and, for a view observing only some entities, the count of
+    the minibatch's entities it observes."""
+    optimiser.zero_grad(set_to_none=True)
+    if ngd is not None:
+        ngd.zero_grad(set_to_none=True)
+    loss = negative_elbo(model.model, model.guide, idx, particles)
+    loss.backward()
+    optimiser.step()
+    before = None
+    if ngd is not None:
+        before = [p.detach().clone() for group in ngd.param_groups for p in group["params"]]
+        ngd.step()
+    return -loss.detach(), before
 
 
 def undo_natural_step(est, ngd, natural, before_step, epoch: int, exc: Exception) -> None:
@@ -195,21 +207,20 @@ def train_lbfgs(est, budget: int, continued: bool = False) -> None:
         why.append(f"batch_size >= the {N} entities (full batch)")
     if why:
         raise ValueError("optimizer='lbfgs' needs a deterministic full-batch ELBO: " + "; ".join(why))
-    loss_fn = TraceMeanField_ELBO(num_particles=1, vectorize_particles=False)
     natural, noise, params = _parameter_groups(model)
     ngd = NGD(natural, num_data=1, lr=1.0)  # one step of size 1: the optimal q(u) of a Gaussian view
     idx = torch.arange(N, device=model.q_x.mean.device)
     history: list[float] = []
     bar = tqdm(total=budget, desc=est._method, disable=not est.progress, leave=False)
 
-    def negative_elbo():
+    def closure():
         try:
             ngd.zero_grad(set_to_none=True)
-            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            negative_elbo(model.model, model.guide, idx).backward()
             ngd.step()  # q(u) at its optimum given the other parameters
             for p in params + noise:
                 p.grad = None
-            loss = loss_fn.differentiable_loss(model.model, model.guide, idx)
+            loss = negative_elbo(model.model, model.guide, idx)
         except NotPSDError as exc:
             raise FloatingPointError(f"q(u) lost positive definiteness at evaluation {len(history) + 1} (in "
                                      f"{model.q_x.mean.dtype}): use dtype=torch.float64") from exc
@@ -223,7 +234,7 @@ def train_lbfgs(est, budget: int, continued: bool = False) -> None:
         return loss
 
     # torch's tolerance on the change of the loss is absolute: 1e-9 of the ELBO's size at the start
-    tolerance = 1e-9 * max(abs(negative_elbo().item()), 1.0) if budget else 0.0
+    tolerance = 1e-9 * max(abs(closure().item()), 1.0) if budget else 0.0
     converged = False
     warmup = min(0 if continued else int(est.warmup_epochs), budget - 1) if budget else 0
     # the likelihoods' parameters (the noise) held for the warm-up, as MRD's warm-up; L-BFGS restarted with
@@ -233,12 +244,12 @@ def train_lbfgs(est, budget: int, continued: bool = False) -> None:
         while end - len(history) > 0:
             if group is not params:
                 normalise_latent(est)  # the exact step along the likelihood's flat directions
-                negative_elbo()
+                closure()
             start, before = len(history), max(history)
             optimiser = torch.optim.LBFGS(group, lr=1.0, max_iter=end - start, max_eval=end - start,
                                           history_size=30, line_search_fn="strong_wolfe", tolerance_grad=1e-12,
                                           tolerance_change=tolerance)
-            optimiser.step(negative_elbo)
+            optimiser.step(closure)
             if group is params:
                 break  # the warm-up is a fixed number of evaluations
             if max(history[start:], default=before) - before <= tolerance:
@@ -247,7 +258,7 @@ def train_lbfgs(est, budget: int, continued: bool = False) -> None:
     bar.close()
     if budget:  # q(u) at its optimum for the final parameters (the last evaluation may be a line-search trial)
         ngd.zero_grad(set_to_none=True)
-        loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+        negative_elbo(model.model, model.guide, idx).backward()
         ngd.step()
     for p in model.parameters():
         p.grad = None
@@ -293,14 +304,13 @@ def collapsed_elbo(est) -> float:
     natural, _, _ = _parameter_groups(model)
     saved = [p.detach().clone() for p in natural]
     idx = torch.arange(est.n_entities_, device=model.q_x.mean.device)
-    loss_fn = TraceMeanField_ELBO(num_particles=1, vectorize_particles=False)
     device = model.q_x.mean.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         try:
-            loss_fn.differentiable_loss(model.model, model.guide, idx).backward()
+            negative_elbo(model.model, model.guide, idx).backward()
             NGD(natural, num_data=1, lr=1.0).step()
             with torch.no_grad():
-                return -float(loss_fn.differentiable_loss(model.model, model.guide, idx))
+                return -float(negative_elbo(model.model, model.guide, idx))
         except NotPSDError as exc:
             raise FloatingPointError(f"collapsed_elbo: q(u) at its optimum is not positive definite in "
                                      f"{model.q_x.mean.dtype} (a small noise variance against K_uu)") from exc
