@@ -352,6 +352,32 @@ def test_bad_input_names_the_view_row_and_column(toy_views):
         StochasticMRD(init="pca", progress=False).fit({"a": bad})
 
 
+def test_a_step_that_does_not_fit_in_memory_is_refused_naming_the_view_and_batch_size(toy_views, monkeypatch):
+    # The step's memory is estimated from the views' shapes (step_memory). With the available memory patched to the
+    # targets plus a third of a full-batch step, a full-batch fit is refused before any work, naming the view whose
+    # step is the largest (the one with a missing entry: per-point [B, M, M] blocks) and a batch size that fits,
+    # which then fits; with less memory than the targets themselves, the message says so.
+    from bayesalign.gp.svi import inputs
+
+    holed = {"a": toy_views["a"].copy(), "b": toy_views["b"]}
+    holed["a"][0, 0] = np.nan
+    sizes = [inputs.step_memory(60, Y.shape[1], "gaussian", name == "a", 60, 10, 3, 8) for name, Y in holed.items()]
+    data = sum(d for d, _ in sizes)
+    monkeypatch.setattr(inputs, "available_memory", lambda device: data + sum(s for _, s in sizes) // 3)
+    model = StochasticMRD(latent_dim=3, num_inducing=10, batch_size=60, max_epochs=1, init="pca", progress=False,
+                          seed=0)
+    with pytest.raises(MemoryError, match=r"view 'a': a training step at batch_size=60 .* batch_size=\d+ would fit"
+                       ) as refused:
+        model.fit(holed)
+    fits = int(str(refused.value).split("; batch_size=")[1].split()[0])
+    assert 1 <= fits < 60
+    _quiet(model.set_params(batch_size=fits), holed)  # the advice holds
+    assert model.n_epochs_ == 1
+    monkeypatch.setattr(inputs, "available_memory", lambda device: data // 2)
+    with pytest.raises(MemoryError, match=r"targets in torch.float64 .* use dtype=torch.float32"):
+        model.fit(holed)
+
+
 def test_gp_latent_prior_enters_as_its_kl(toy_views):
     # latent_prior="gp": each latent dimension a GP over time_index. The ELBO changes from the N(0, I) prior's
     # by KL(q || N(0, I)) - KL(q || N(0, K_t)) (closed form, per dimension

@@ -25,6 +25,7 @@ from .guide import LatentPosterior, ViewGP
 from .inference import infer_rows, view_resolution
 from .inputs import (
     check_params,
+    check_step_memory,
     constant_columns_dropped,
     initial_latent,
     likelihood_names,
@@ -114,7 +115,9 @@ class StochasticMRD(FittedLatentModel):
     time_lengthscale : float
         Lengthscale of the ``"gp"`` prior, in the units of ``time_index``.
     batch_size : int
-        Entities per SVI step (all entities when larger than N).
+        Entities per SVI step (all entities when larger than N). ``fit`` refuses, with a MemoryError naming the
+        view and a batch size that fits, a step whose memory (estimated from the views' shapes:
+        :func:`~bayesalign.gp.svi.inputs.step_memory`) and the targets exceed what the device has free.
     max_epochs : int
         Passes over the entities.
     learning_rate, final_lr_fraction : float
@@ -288,6 +291,7 @@ class StochasticMRD(FittedLatentModel):
         kept = [constant_columns_dropped(Y, name) if lik == "gaussian" else np.ones(Y.shape[1], dtype=bool)
                 for name, Y, lik in zip(names, arrays, likelihoods)]
         targets = [Y[:, keep] - mu[keep] for Y, mu, keep in zip(arrays, means, kept)]
+        check_step_memory(self, names, targets, likelihoods, M, Q, dtype, device)
         start = start_name(self, likelihoods, targets, observed)
         X0 = initial_latent(self, start, names, targets, likelihoods, observed, N, Q)
         S0 = np.full((N, Q), float(self.init_variance))

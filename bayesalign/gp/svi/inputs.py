@@ -16,8 +16,8 @@ from ..module import resolve_dtype
 from ..priors import GraphLaplacianPrior
 from .likelihoods import LIKELIHOODS
 
-__all__ = ["OPTIMIZERS", "check_params", "constant_columns_dropped", "initial_latent", "likelihood_names", "start_name",
-           "time_covariance", "views_with_nan"]
+__all__ = ["OPTIMIZERS", "available_memory", "check_params", "check_step_memory", "constant_columns_dropped",
+           "initial_latent", "likelihood_names", "start_name", "step_memory", "time_covariance", "views_with_nan"]
 
 #: ``optimizer`` of :class:`~bayesalign.gp.svi.StochasticMRD`.
 OPTIMIZERS = ("adam", "lbfgs")
@@ -147,6 +147,72 @@ def time_covariance(est, time_index, N, dtype, device) -> torch.Tensor:
     # k(t, t') = exp(-(t - t')^2 / 2 l^2) + 1e-6 on the diagonal: dense N x N (the prior couples all entities)
     diff = (t[:, None] - t[None, :]) / float(est.time_lengthscale)
     return torch.as_tensor(np.exp(-0.5 * diff ** 2) + 1e-6 * np.eye(N), dtype=dtype, device=device)
+
+
+#: Gauss-Hermite nodes of GPyTorch's one-dimensional quadrature (a non-Gaussian view's expected log-likelihood).
+QUADRATURE_NODES = 20
+
+
+def step_memory(rows: int, columns: int, likelihood: str, missing: bool, batch: int, M: int, Q: int,
+                itemsize: int) -> tuple[int, int]:
+    """(bytes of a view's targets on the device, bytes a training step holds for it at minibatches of ``batch``):
+    the step's largest tensors, twice over for autograd. A Gaussian view without missing entries needs
+    psi1 [B, M] and its gradients [B, M, Q]; with missing entries about six per-point [B, M, M] blocks (psi2, the
+    outer products of q(u), their whitening); a non-Gaussian view the marginals' [D, M, B] product and the
+    quadrature's [B, D, nodes] values, three of each. An estimate of the peak, not a bound."""
+    B, D = int(batch), int(columns)
+    if likelihood != "gaussian":
+        per_step = 3 * D * M * B + 3 * B * D * QUADRATURE_NODES
+    elif missing:
+        per_step = 6 * B * M * M + 3 * B * D
+    else:
+        per_step = 2 * B * M * (Q + 1) + 3 * B * D
+    return int(rows) * D * itemsize, 2 * per_step * itemsize
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for new tensors on ``device``: the GPU's free memory, or the host's ``MemAvailable``
+    (Linux); None where it cannot be told."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_step_memory(est, names, targets, likelihoods, M: int, Q: int, dtype, device) -> None:
+    """MemoryError, naming the view and ``batch_size``, when the views' targets and a training step at
+    ``est.batch_size`` (:func:`step_memory`) do not fit in the memory available on ``device``."""
+    free = available_memory(device)
+    if free is None:
+        return
+    N = max(Y.shape[0] for Y in targets)
+    B = min(int(est.batch_size), N)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    sizes = [step_memory(Y.shape[0], Y.shape[1], lik, bool(np.isnan(Y).any()), B, M, Q, itemsize)
+             for Y, lik in zip(targets, likelihoods)]
+    data = sum(d for d, _ in sizes)
+    step = sum(s for _, s in sizes)
+    if data + step <= free:
+        return
+    gib = 2.0 ** 30
+    if data >= free:
+        v = int(np.argmax([d for d, _ in sizes]))
+        raise MemoryError(f"view {names[v]!r}: its {targets[v].shape[0]} x {targets[v].shape[1]} targets in {dtype} "
+                          f"({sizes[v][0] / gib:.2f} GiB) with the other views' ({data / gib:.2f} GiB in all) do not "
+                          f"fit in the {free / gib:.2f} GiB available on {device}; use dtype=torch.float32 or fewer "
+                          "columns")
+    v = int(np.argmax([s for _, s in sizes]))
+    fits = int((free - data) / step * B)  # the step's memory is linear in the minibatch
+    advice = f"batch_size={fits} would fit" if fits >= 1 else "lower num_inducing"
+    raise MemoryError(f"view {names[v]!r}: a training step at batch_size={B} needs about {sizes[v][1] / gib:.2f} GiB "
+                      f"for this view ({step / gib:.2f} GiB for all, beside {data / gib:.2f} GiB of targets), more "
+                      f"than the {free / gib:.2f} GiB available on {device}; {advice}")
 
 
 def constant_columns_dropped(Y: np.ndarray, name: str) -> np.ndarray:
