@@ -132,7 +132,8 @@ def view_from_anndata(adata, layer: str | None = None, obsm: str | None = None, 
 
 
 def labels_from_obs(adata, column: str, name: str = "view", obs=None) -> np.ndarray:
-    """The ``.obs[column]`` of an AnnData as an array (one entry per cell).
+    """The ``.obs[column]`` of an AnnData as an array (one entry per cell): a categorical column's values as
+    strings, a missing one as None (an unlabelled cell).
 
     ``obs`` is a further table to look in when the AnnData has no such column (MuData's global
     ``.obs``, indexed by cell name).
@@ -143,8 +144,12 @@ def labels_from_obs(adata, column: str, name: str = "view", obs=None) -> np.ndar
         values = obs[column].reindex(adata.obs_names)
     else:
         raise ValueError(f"view {name!r}: no .obs column {column!r}; it has {list(adata.obs.columns)}")
-    values = np.asarray(values.astype(str) if values.dtype.name == "category" else values)
-    return values
+    if values.dtype.name != "category":
+        return np.asarray(values)
+    present = values.notna().to_numpy()
+    out = np.full(len(values), None, dtype=object)  # a missing category is no label (None), not the string "nan"
+    out[present] = values[present].astype(str).to_numpy()
+    return out
 
 
 def _pairs_by_keys(keys: Mapping) -> list[Correspondence]:

@@ -68,6 +68,18 @@ def test_problem_from_anndata_pairs_cells_by_name_and_reads_labels():
         singlecell.problem_from_anndata({"rna": a, "atac": b}, labels="batch")
 
 
+def test_a_missing_category_is_an_unlabelled_cell_not_the_string_nan():
+    a, b, _ = curve_cells()
+    types = a.obs["cell_type"].copy()
+    types[:5] = np.nan  # a categorical column with missing values, as scanpy leaves unannotated cells
+    a.obs["cell_type"] = types
+    labels = singlecell.labels_from_obs(a, "cell_type", "rna")
+    assert list(labels[:5]) == [None] * 5 and set(labels[5:]) <= {"T", "B"}
+    problem = singlecell.problem_from_anndata({"rna": a, "atac": b}, labels="cell_type", truth="obs_names")
+    prior = problem.with_label_prior().label_prior
+    assert "rna: 55/60" in repr(prior) and "atac: 60/60" in repr(prior)  # the five count as unlabelled
+
+
 def test_mudata_modalities_and_global_labels():
     mudata = pytest.importorskip("mudata")
     a, b, order = curve_cells()
