@@ -18,7 +18,9 @@ from linear_operator.utils.errors import NotPSDError
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
+from ..bound import collapsed_bound
 from ..kernels import normalise_latent_symmetries
+from ..psi import psi_statistics
 from .model import negative_elbo
 
 __all__ = ["ADAM_BETA2", "MAX_NATURAL_HALVINGS", "collapsed_elbo", "minibatch_step", "normalise_latent",
@@ -295,22 +297,35 @@ def normalise_latent(est) -> None:
 def collapsed_elbo(est) -> float:
     """The ELBO with q(U) of every view at its optimum given the other parameters: for Gaussian views the
     collapsed bound of :class:`~bayesalign.gp.MRD` at the fitted kernels, noise variances, inducing inputs
-    and q(X) (Titsias & Lawrence, 2010), the quantity to compare with ``MRD.elbo()``. One full-batch
-    natural-gradient step of size 1 (exact for a Gaussian likelihood) on a copy of q(U); the model is
-    left as it was. Gaussian views only, with natural-gradient q(U) (``natural_gradient_lr`` not None)."""
-    if any(n != "gaussian" for n in est.likelihoods_.values()) or est.natural_gradient_lr is None:
-        raise ValueError("collapsed_elbo needs every view Gaussian and natural-gradient q(u)")
+    and q(X) (Titsias & Lawrence, 2010), the quantity to compare with ``MRD.elbo()``; the model is left as it
+    was. A view without missing entries enters through the collapsed bound itself
+    (:func:`~bayesalign.gp.bound.collapsed_bound`, factored through ``I + beta L^-1 Psi2 L^-T``, stable for a small
+    noise variance): its expected log-likelihood and KL(q(u) || p(u)) at the fitted q(u) are swapped for F. A
+    view with missing entries takes one full-batch natural-gradient step of size 1 on a copy of its q(u) (exact:
+    each output's own optimum). Gaussian views only; a view with missing entries needs natural-gradient q(U)
+    (``natural_gradient_lr`` not None)."""
+    if any(n != "gaussian" for n in est.likelihoods_.values()):
+        raise ValueError("collapsed_elbo needs every view Gaussian")
     model = est.model_
-    natural, _, _ = _parameter_groups(model)
-    saved = [p.detach().clone() for p in natural]
+    holed = [v for v in range(model.n_views) if model.view_has_missing[v]]
+    if holed and est.natural_gradient_lr is None:
+        raise ValueError("collapsed_elbo needs natural-gradient q(u) for a view with missing entries")
     idx = torch.arange(est.n_entities_, device=model.q_x.mean.device)
+    swapped = 0.0
+    with torch.no_grad():
+        for v in range(model.n_views):
+            if v not in holed:
+                swapped += float(_collapsed_view_bound(model, v) - _view_terms(model, v, idx))
+    natural = [p for v in holed for name, p in model.gps[v].named_parameters() if "natural_" in name]
+    saved = [p.detach().clone() for p in natural]
     device = model.q_x.mean.device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         try:
-            negative_elbo(model.model, model.guide, idx).backward()
-            NGD(natural, num_data=1, lr=1.0).step()
+            if natural:
+                negative_elbo(model.model, model.guide, idx).backward()
+                NGD(natural, num_data=1, lr=1.0).step()
             with torch.no_grad():
-                return -float(negative_elbo(model.model, model.guide, idx))
+                return -float(negative_elbo(model.model, model.guide, idx)) + swapped
         except NotPSDError as exc:
             raise FloatingPointError(f"collapsed_elbo: q(u) at its optimum is not positive definite in "
                                      f"{model.q_x.mean.dtype} (a small noise variance against K_uu)") from exc
@@ -322,3 +337,30 @@ def collapsed_elbo(est) -> float:
                 p.grad = None
             for gp in model.gps:  # GPyTorch's memo of q(u) holds the stepped one
                 gp.variational_strategy._clear_cache()
+
+
+def _view_terms(model, v: int, idx: torch.Tensor) -> torch.Tensor:
+    """View v's part of the ELBO at its fitted q(u): its expected log-likelihood minus KL(q(u) || p(u))."""
+    p_u, q_u = model.gps[v].inducing_distributions()
+    kl = torch.distributions.kl_divergence(q_u.to_event(len(q_u.batch_shape)), p_u.to_event(len(p_u.batch_shape)))
+    return model.gaussian_view_log_likelihood(v, idx) - kl
+
+
+def _collapsed_view_bound(model, v: int) -> torch.Tensor:
+    """The collapsed bound F of Gaussian view v (no missing entries) at the fitted kernel, noise, inducing
+    inputs and q(X) of the entities it observes."""
+    Y = getattr(model, f"targets_{v}")
+    rows = getattr(model, f"rows_{v}")
+    mean, variance = model.q_x.mean, model.q_x.variance
+    if rows is not None:
+        entities = torch.empty(Y.shape[0], dtype=torch.long, device=Y.device)
+        seen = rows >= 0
+        entities[rows[seen]] = torch.arange(rows.numel(), device=Y.device)[seen]  # the entity of each row
+        mean, variance = mean[entities], variance[entities]
+    gp = model.gps[v]
+    strategy = gp.variational_strategy
+    Z = strategy.inducing_points
+    Kuu = gp.covar_module(Z).to_dense() + strategy.jitter_val * torch.eye(Z.shape[0], dtype=Z.dtype, device=Z.device)
+    stats = psi_statistics(gp.covar_module, mean, variance, Z)
+    return collapsed_bound(Y, model.likelihoods[v].noise.reshape(()), Kuu, stats.psi0.sum(), stats.psi1, stats.psi2,
+                           what=f"K_uu of view {v}")
