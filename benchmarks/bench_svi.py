@@ -10,6 +10,10 @@ views, and scale, side by side with GPyTorch's Bayesian GPLVM and Pyro's GPLVM.
   ``--optimizer lbfgs``: the SVI fit is full-batch L-BFGS with q(u) at its optimum at every evaluation
   (``StochasticMRD(optimizer="lbfgs")``; ``--epochs`` counts ELBO evaluations, 3000 by default). After the
   SVI fit, the collapsed MRD is also fitted from the SVI fit's q(X) means (same optimum of the same bound?).
+--convergence: ``StochasticMRD()`` at its defaults (and from ``--inits``) against ``MRD()`` at its defaults on the
+  reference toy of ``tests/test_mrd.py`` and the shipped real pairs at their sizes (``--only`` picks by name): both
+  bounds, the SVI one with q(u) at its optimum (``collapsed_elbo``), their gap, and whether the SVI fit called
+  itself converged.
 --likelihood: ``MAD(engine="svi")`` on MAD's toy ("linear_shared_private", N=100, 20 anchors) with view Y2
   binarised at each column's median (or Poisson counts, ``--counts``), fitted with the right likelihood
   (``engine_options={"likelihood": {"Y2": ...}}``) and with Y2 treated as Gaussian; the unaligned rows matched by
@@ -151,7 +155,9 @@ def convergence(args):
 
     problems = {"toy N=100 D=10 (Q=3, M=15)": (toy_views(N=100, D=10, seed=0), 3, 15)}
     for name, problem in (("mocap", ba.datasets.mocap()), ("digits_halves(0)", ba.datasets.digits_halves()),
-                          ("digits_halves(all)", ba.datasets.digits_halves(digit=None))):
+                          ("digits_halves(all)", ba.datasets.digits_halves(digit=None)),
+                          ("protein 1-21", ba.datasets.protein(models=(1, 21))),
+                          ("mfeat fou-kar", ba.datasets.mfeat(("fou", "kar")))):
         views = {k: problem.views[k] for k in problem.views.names}
         problems[f"{name} N={len(next(iter(views.values())))} (Q=5, M=20)"] = (views, 5, 20)
     print("collapsed MRD (defaults) against StochasticMRD (defaults; init as given); SVI bound = its ELBO with q(u) "
