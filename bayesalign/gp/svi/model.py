@@ -238,8 +238,8 @@ def negative_elbo(model, guide, idx: torch.Tensor, num_particles: int = 1) -> to
     device, the estimate of Pyro's :class:`~pyro.infer.TraceMeanField_ELBO`. Each latent site contributes
     ``-KL(q || p)`` in closed form where torch registers one (else ``log p - log q`` at the guide's draw), each
     observed site (every ``pyro.factor``) its log density, each with its plate's scale; ``num_particles`` draws are
-    averaged. Unlike Pyro's estimator it reads nothing back from the device (no ``.item()``, no NaN check, no
-    argument validation): the training loop checks the ELBO's finiteness every ``window`` epochs."""
+    averaged. Unlike Pyro's estimator, the sum itself reads nothing back from the device (no ``.item()``, no NaN
+    check, no argument validation): the training loop checks the ELBO's finiteness every ``window`` epochs."""
     elbo = 0.0
     with pyro.validation_enabled(False):
         for _ in range(int(num_particles)):

@@ -1,9 +1,10 @@
 """The training loops of :class:`~bayesalign.gp.svi.StochasticMRD`: stochastic (Adam and natural gradients on
 minibatches) and full-batch L-BFGS, and the exact latent normalisation both use.
 
-The stochastic step waits for the device only on the status flags of its Cholesky factorisations
-(:func:`minibatch_step`): the ELBO estimates of the epochs stay on it and are read back every ``window``
-epochs, where the stopping test, the finiteness check and the latent normalisation need them.
+The stochastic step waits for the device only on the status flags of its Cholesky factorisations and, for a
+view that observes only some entities, on the count of the minibatch's rows it observes (:func:`minibatch_step`):
+the ELBO estimates of the epochs stay on the device and are read back every ``window`` epochs, where the stopping
+test, the finiteness check and the latent normalisation need them.
 """
 
 from __future__ import annotations
