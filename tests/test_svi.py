@@ -751,7 +751,7 @@ def test_the_training_loss_is_pyro_s_mean_field_estimate(toy_views, prior):
     model, idx = est.model_, torch.arange(0, 60, 3)
     pyro_loss = TraceMeanField_ELBO(num_particles=2, vectorize_particles=False)
     results = []
-    for loss in (lambda: negative_elbo(model.model, model.guide, idx, 2),
+    for loss in (lambda: negative_elbo(model, idx, 2),
                  lambda: pyro_loss.differentiable_loss(model.model, model.guide, idx)):
         torch.manual_seed(1)
         model.zero_grad(set_to_none=True)

@@ -88,6 +88,11 @@ def test_the_training_step_waits_for_the_device_only_on_cholesky_status_flags():
         own = [(op, [f for f in stack if "/torch/" not in f][-6:]) for op, stack in refused]
         assert not refused, "\n\n".join(f"{op} from\n  " + "\n  ".join(frames) for op, frames in own)
         assert recorder.reads  # the recorder does see the factorisations' checks
+        # each view's q(u) is built once an evaluation: at most its two factorisations and K_uu's a step
+        steps = 2 * -(-model.n_entities_ // 16)
+        factorisations = [op for op, stack in recorder.reads if not any("torch/optim/" in f for f in stack)
+                          and _allowed(op, stack, False)]
+        assert len(factorisations) <= 3 * len(data) * steps
         assert model.n_epochs_ == 2 and np.isfinite(model.elbo_history_).all()
 
 

@@ -12,7 +12,6 @@ import warnings
 import gpytorch
 import numpy as np
 import torch
-from pyro import poutine
 
 from ..fitted import FittedLatentModel
 from ..initialisation import check_observed, check_paired
@@ -397,8 +396,7 @@ class StochasticMRD(FittedLatentModel):
             for start in range(0, N, B):
                 idx = torch.arange(start, min(start + B, N), device=device)
                 # a chunk's plate is scaled by N / B_c; its global terms are weighted B_c / N so they add up once
-                scaled = poutine.scale(scale=idx.shape[0] / N)
-                total += -float(negative_elbo(scaled(model.model), scaled(model.guide), idx, num_samples))
+                total += -float(negative_elbo(model, idx, num_samples, scale=idx.shape[0] / N))
         return total
 
     def collapsed_elbo(self) -> float:

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import gpytorch
 import torch
 from gpytorch.constraints import GreaterThan
@@ -301,13 +303,31 @@ class ViewGP(ApproximateGP):
         called in training mode; a guide that reads q(u) before the model calls the GP would get the
         previous step's (freed) graph, so the memo is cleared here first.
         """
+        memo = getattr(self, "_evaluation_memo", None)
+        if memo:
+            return memo[0]
         strategy = self.variational_strategy
         strategy._clear_cache()
         q_u = strategy.variational_distribution
         if isinstance(q_u, TiedMultivariateNormal):  # p(u) tied as well, for the KL in closed form with one factor
             eye = torch.eye(q_u.mean.shape[-1], dtype=q_u.mean.dtype, device=q_u.mean.device)
-            return TiedMultivariateNormal(torch.zeros_like(q_u.mean), eye), q_u
-        return strategy.prior_distribution, q_u
+            pair = TiedMultivariateNormal(torch.zeros_like(q_u.mean), eye), q_u
+        else:
+            pair = strategy.prior_distribution, q_u
+        if memo is not None:
+            memo.append(pair)
+        return pair
+
+    @contextmanager
+    def one_evaluation(self):
+        """Within the block :meth:`inducing_distributions` builds (p(u), q(u)) once and returns that pair on every
+        call: one evaluation of the ELBO at fixed parameters (the model, the guide and the Gaussian term each read
+        q(u); its conversion from the natural parameters, with its factorisations, runs once)."""
+        object.__setattr__(self, "_evaluation_memo", [])  # a plain attribute, not a module
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_evaluation_memo", None)
 
     @property
     def tied(self) -> bool:

@@ -24,6 +24,7 @@ its terms by N / B; the Gaussian views' minibatch sums are scaled by N / B the s
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import gpytorch
@@ -233,15 +234,23 @@ class SVIMRDModel(gpytorch.Module):
                 pyro.sample("X", dist.Normal(self.q_x.mean[idx], self.q_x.variance[idx].sqrt()).to_event(1))
 
 
-def negative_elbo(model, guide, idx: torch.Tensor, num_particles: int = 1) -> torch.Tensor:
-    """Minus the ELBO of the Pyro ``model`` and ``guide`` at the minibatch ``idx``: a differentiable scalar on the
+def negative_elbo(module: SVIMRDModel, idx: torch.Tensor, num_particles: int = 1, scale: float | None = None
+                  ) -> torch.Tensor:
+    """Minus the ELBO of ``module``'s Pyro model and guide at the minibatch ``idx``: a differentiable scalar on the
     device, the estimate of Pyro's :class:`~pyro.infer.TraceMeanField_ELBO`. Each latent site contributes
     ``-KL(q || p)`` in closed form where torch registers one (else ``log p - log q`` at the guide's draw), each
-    observed site (every ``pyro.factor``) its log density, each with its plate's scale; ``num_particles`` draws are
-    averaged. Unlike Pyro's estimator, the sum itself reads nothing back from the device (no ``.item()``, no NaN
-    check, no argument validation): the training loop checks the ELBO's finiteness every ``window`` epochs."""
+    observed site (every ``pyro.factor``) its log density, each with its plate's scale (times ``scale``, when
+    given); ``num_particles`` draws are averaged. Each view's q(u) is built once for the evaluation
+    (:meth:`~bayesalign.gp.svi.guide.ViewGP.one_evaluation`). Unlike Pyro's estimator, the sum itself reads
+    nothing back from the device (no ``.item()``, no NaN check, no argument validation): the training loop
+    checks the ELBO's finiteness every ``window`` epochs."""
+    model, guide = module.model, module.guide
+    if scale is not None:
+        model, guide = poutine.scale(model, scale=scale), poutine.scale(guide, scale=scale)
     elbo = 0.0
-    with pyro.validation_enabled(False):
+    with pyro.validation_enabled(False), contextlib.ExitStack() as memo:
+        for gp in module.gps:
+            memo.enter_context(gp.one_evaluation())
         for _ in range(int(num_particles)):
             guide_trace = prune_subsample_sites(poutine.trace(guide).get_trace(idx))
             model_trace = prune_subsample_sites(poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(idx))

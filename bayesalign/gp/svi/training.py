@@ -161,7 +161,7 @@ def minibatch_step(model, idx, optimiser, ngd, particles: int = 1):
     optimiser.zero_grad(set_to_none=True)
     if ngd is not None:
         ngd.zero_grad(set_to_none=True)
-    loss = negative_elbo(model.model, model.guide, idx, particles)
+    loss = negative_elbo(model, idx, particles)
     loss.backward()
     optimiser.step()
     before = None
@@ -219,11 +219,11 @@ def train_lbfgs(est, budget: int, continued: bool = False) -> None:
     def closure():
         try:
             ngd.zero_grad(set_to_none=True)
-            negative_elbo(model.model, model.guide, idx).backward()
+            negative_elbo(model, idx).backward()
             ngd.step()  # q(u) at its optimum given the other parameters
             for p in params + noise:
                 p.grad = None
-            loss = negative_elbo(model.model, model.guide, idx)
+            loss = negative_elbo(model, idx)
         except NotPSDError as exc:
             raise FloatingPointError(f"q(u) lost positive definiteness at evaluation {len(history) + 1} (in "
                                      f"{model.q_x.mean.dtype}): use dtype=torch.float64") from exc
@@ -261,7 +261,7 @@ def train_lbfgs(est, budget: int, continued: bool = False) -> None:
     bar.close()
     if budget:  # q(u) at its optimum for the final parameters (the last evaluation may be a line-search trial)
         ngd.zero_grad(set_to_none=True)
-        negative_elbo(model.model, model.guide, idx).backward()
+        negative_elbo(model, idx).backward()
         ngd.step()
     for p in model.parameters():
         p.grad = None
@@ -323,10 +323,10 @@ def collapsed_elbo(est) -> float:
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         try:
             if natural:
-                negative_elbo(model.model, model.guide, idx).backward()
+                negative_elbo(model, idx).backward()
                 NGD(natural, num_data=1, lr=1.0).step()
             with torch.no_grad():
-                return -float(negative_elbo(model.model, model.guide, idx)) + swapped
+                return -float(negative_elbo(model, idx)) + swapped
         except NotPSDError as exc:
             raise FloatingPointError(f"collapsed_elbo: q(u) at its optimum is not positive definite in "
                                      f"{model.q_x.mean.dtype} (a small noise variance against K_uu)") from exc
