@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +73,31 @@ def user_stacklevel() -> int:
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
         frame, level = frame.f_back, level + 1
     return level
+
+
+@contextlib.contextmanager
+def ctrl_c_held():
+    """While joblib starts its workers: SIGINT blocked in this thread, and an interrupt that arrives meanwhile raised
+    at the end. A terminal's Ctrl-C reaches the whole process group: a worker that gets it while it imports prints a
+    traceback, and one raised inside joblib's start leaves its pool half made (an error instead of the interrupt).
+    The processes and threads started here inherit the blocked signal (signal masks survive fork and exec); this
+    process stops them when it is interrupted. Outside the main thread (no signal handlers there) or without
+    POSIX signal masks (Windows): nothing."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # started inside, it would unblock SIGINT here (it does not restore the mask)
+    arrived = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT is taken here, by the handler above
+        signal.signal(signal.SIGINT, previous)
+    if arrived and callable(previous):
+        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt (the CLI's records it too)
+    elif arrived and previous == signal.SIG_DFL:
+        raise KeyboardInterrupt

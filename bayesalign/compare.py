@@ -33,10 +33,7 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +51,7 @@ from ._compare_tables import (
     summarize,
     write_results,
 )
+from ._utils import ctrl_c_held
 from .data import AlignmentProblem
 from .registry import COMPARE_METHODS, METHODS, get_method, run_method
 
@@ -276,34 +274,6 @@ def _run_task(label, base, fraction, seed, todo, fingerprint, options):
     return out
 
 
-@contextlib.contextmanager
-def _ctrl_c_held():
-    """While joblib starts its workers: SIGINT blocked in this thread, and an interrupt that arrives meanwhile raised
-    at the end. A terminal's Ctrl-C reaches the whole process group: a worker that gets it while it imports prints a
-    traceback, and one raised inside joblib's start leaves its pool half made (an error instead of the interrupt).
-    The processes and threads started here inherit the blocked signal (signal masks survive fork and exec); this
-    process stops them when it is interrupted. Outside the main thread (no signal handlers there) or without
-    POSIX signal masks (Windows): nothing."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()  # started inside, it would unblock SIGINT here (it does not restore the mask)
-    arrived = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT is taken here, by the handler above
-        signal.signal(signal.SIGINT, previous)
-    if arrived and callable(previous):
-        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt (the CLI's records it too)
-    elif arrived and previous == signal.SIG_DFL:
-        raise KeyboardInterrupt
-
-
 def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
     """Run the tasks with joblib; yields each task's rows as it finishes."""
     from joblib import Parallel, delayed, parallel_config
@@ -339,7 +309,7 @@ def _execute(tasks, options, jobs, backend, scheduler, progress_bar):
                                  "dask.distributed Client made in this process") from None
     try:
         with parallel_config(backend=backend, n_jobs=jobs):
-            with _ctrl_c_held():  # the workers start deaf to a terminal's Ctrl-C; this process takes it after
+            with ctrl_c_held():  # the workers start deaf to a terminal's Ctrl-C; this process takes it after
                 outputs = Parallel(return_as="generator_unordered")(calls)
             for done in outputs:
                 yield done

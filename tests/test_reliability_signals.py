@@ -119,6 +119,31 @@ def test_ctrl_c_while_the_parallel_workers_start_leaks_nothing(tmp_path):
     assert all(d for d in deaf if d is not None), deaf  # every child: only the command itself takes Ctrl-C
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_ctrl_c_while_the_ensemble_s_workers_start_leaks_nothing(tmp_path):
+    # the same for MADEnsemble fitting its two members in two worker processes (`align --method mad-ensemble`)
+    from test_cli import _long_fit_files
+
+    out = _long_fit_files(tmp_path)
+    argv = [sys.executable, "-m", "bayesalign.cli", "align", tmp_path / "a.csv", tmp_path / "b.npy", "--anchors",
+            tmp_path / "pairs.csv", "--method", "mad-ensemble", "--set", "n_jobs=2", "--out", out]
+    proc = _start(argv, tmp_path)
+    deadline = time.monotonic() + 60.0
+    while len(_children(proc.pid)) < 3 and proc.poll() is None:  # the two workers and loky's resource tracker
+        assert time.monotonic() < deadline, "no worker process started"
+        time.sleep(0.02)
+    deaf = [_sigint_blocked_or_ignored(pid) for pid in _children(proc.pid)]
+    os.killpg(proc.pid, signal.SIGINT)
+    started = time.monotonic()
+    _, err = _finish(proc)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < 20.0, "the interrupted command took long to stop"
+    assert "Traceback" not in err and "leaked semaphore" not in err, err
+    assert "interrupted; no output written" in err
+    assert out.read_text() == "previous results\n"
+    assert all(d for d in deaf if d is not None), deaf  # every child: only the command itself takes Ctrl-C
+
+
 @posix
 def test_a_parallel_comparison_leaks_no_semaphore(tmp_path):
     script = ("from bayesalign import compare; compare.run_comparison(datasets=['mad_toy_linear_shared'], "

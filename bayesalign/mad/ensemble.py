@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from .._utils import user_stacklevel
+from .._utils import ctrl_c_held, user_stacklevel
 from ..data import AlignmentProblem, LatentEmbedding
 from ..matching import COSTS
 from .calibration import check_temperature
@@ -250,8 +250,10 @@ class MADEnsemble(PosteriorAligner, BaseEstimator):
         from joblib import Parallel, delayed
 
         jobs = len(members) if jobs < 0 else min(jobs, len(members))
-        out = Parallel(n_jobs=jobs, backend="loky")(delayed(function)(member, *args, True)
-                                                    for member, args in zip(members, arguments))
+        with ctrl_c_held():  # the workers start deaf to a terminal's Ctrl-C; this process takes it after
+            running = Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
+                delayed(function)(member, *args, True) for member, args in zip(members, arguments))
+        out = list(running)
         for member, result in zip(members, out):
             index = next((k for k, m in enumerate(getattr(self, "estimators_", members)) if m is member),
                          members.index(member))
