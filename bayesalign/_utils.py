@@ -101,3 +101,15 @@ def ctrl_c_held():
         previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt (the CLI's records it too)
     elif arrived and previous == signal.SIG_DFL:
         raise KeyboardInterrupt
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory free for new allocations (Linux's ``MemAvailable``); None where it cannot be told."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

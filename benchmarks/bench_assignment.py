@@ -33,6 +33,7 @@ import tracemalloc  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bayesalign import matching  # noqa: E402
+from bayesalign._utils import available_host_memory  # noqa: E402
 
 
 def latent_like(n, d=5, noise=0.3, seed=0):
@@ -47,14 +48,7 @@ def dense_solve(a, b):
 
 
 def available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return available_host_memory() or 0
 
 
 def measure(fn, *args, **kwargs):

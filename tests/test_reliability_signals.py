@@ -99,34 +99,11 @@ def _compare(methods, seeds: int, out) -> list:
             "--out", out]
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
-def test_ctrl_c_while_the_parallel_workers_start_leaks_nothing(tmp_path):
-    # the workers import numpy and joblib for a second or more after they appear: Ctrl-C then reaches them too
-    proc = _start(_compare(["cca", "joint-laplacian"], 20, tmp_path / "out"), tmp_path)
-    deadline = time.monotonic() + 60.0
-    while len(_children(proc.pid)) < 3 and proc.poll() is None:  # the two workers and loky's resource tracker
-        assert time.monotonic() < deadline, "no worker process started"
-        time.sleep(0.02)
-    deaf = [_sigint_blocked_or_ignored(pid) for pid in _children(proc.pid)]
-    os.killpg(proc.pid, signal.SIGINT)
-    started = time.monotonic()
-    _, err = _finish(proc)
-    assert proc.returncode == 130, err
-    assert time.monotonic() - started < 20.0, "the interrupted command took long to stop"
-    assert "Traceback" not in err and "leaked semaphore" not in err, err
-    assert "interrupted; no output written" in err
-    assert not (tmp_path / "out").exists()
-    assert all(d for d in deaf if d is not None), deaf  # every child: only the command itself takes Ctrl-C
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
-def test_ctrl_c_while_the_ensemble_s_workers_start_leaks_nothing(tmp_path):
-    # the same for MADEnsemble fitting its two members in two worker processes (`align --method mad-ensemble`)
-    from test_cli import _long_fit_files
-
-    out = _long_fit_files(tmp_path)
-    argv = [sys.executable, "-m", "bayesalign.cli", "align", tmp_path / "a.csv", tmp_path / "b.npy", "--anchors",
-            tmp_path / "pairs.csv", "--method", "mad-ensemble", "--set", "n_jobs=2", "--out", out]
+def _interrupt_as_workers_start(argv, tmp_path):
+    """Start the command, SIGINT its process group once two loky workers and the resource tracker exist (the
+    workers import numpy and joblib for a second or more after they appear: Ctrl-C then reaches them too), and
+    check that it stops at once with status 130, no traceback or leaked semaphore, and that every child process
+    started deaf to SIGINT (only the command itself takes Ctrl-C)."""
     proc = _start(argv, tmp_path)
     deadline = time.monotonic() + 60.0
     while len(_children(proc.pid)) < 3 and proc.poll() is None:  # the two workers and loky's resource tracker
@@ -140,8 +117,25 @@ def test_ctrl_c_while_the_ensemble_s_workers_start_leaks_nothing(tmp_path):
     assert time.monotonic() - started < 20.0, "the interrupted command took long to stop"
     assert "Traceback" not in err and "leaked semaphore" not in err, err
     assert "interrupted; no output written" in err
+    assert all(d for d in deaf if d is not None), deaf
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_ctrl_c_while_the_parallel_workers_start_leaks_nothing(tmp_path):
+    _interrupt_as_workers_start(_compare(["cca", "joint-laplacian"], 20, tmp_path / "out"), tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_ctrl_c_while_the_ensemble_s_workers_start_leaks_nothing(tmp_path):
+    # MADEnsemble fitting its two members in two worker processes (`align --method mad-ensemble`)
+    from test_cli import _long_fit_files
+
+    out = _long_fit_files(tmp_path)
+    _interrupt_as_workers_start([sys.executable, "-m", "bayesalign.cli", "align", tmp_path / "a.csv",
+                                 tmp_path / "b.npy", "--anchors", tmp_path / "pairs.csv", "--method", "mad-ensemble",
+                                 "--set", "n_jobs=2", "--out", out], tmp_path)
     assert out.read_text() == "previous results\n"
-    assert all(d for d in deaf if d is not None), deaf  # every child: only the command itself takes Ctrl-C
 
 
 @posix

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from ..._utils import available_host_memory
 from ...data import AlignmentProblem, LatentEmbedding, Views
 from ...data.views import check_view
 from ..initialisation import entity_means_from_embedding, init_latent, partial_latent
@@ -175,14 +176,7 @@ def available_memory(device: torch.device) -> int | None:
     (Linux); None where it cannot be told."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return available_host_memory()
 
 
 def check_step_memory(est, names, targets, likelihoods, M: int, Q: int, dtype, device) -> None:
